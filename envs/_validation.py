@@ -1,0 +1,39 @@
+"""Argument checks shared by the txrl tasks.
+
+Every task is built from user kwargs (often straight from a YAML config or a sweep), so a bad
+value must fail at construction with a message that names the argument, the value and what
+would have been accepted, instead of surfacing later as an index error inside ``step``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+
+def check_int(name: str, value: Any, *, minimum: int) -> int:
+    """Return ``value`` as an ``int`` or raise ``ValueError`` if it is not an integer >= minimum."""
+    # bool is an Integral, but `length=True` is always a mistake.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_non_negative(name: str, value: Any) -> float:
+    """Return ``value`` as a ``float`` or raise ``ValueError`` unless it is finite and >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    """Return ``value`` if it is one of ``choices``, else raise ``ValueError`` listing them."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices!r}, got {value!r}")
+    return value

@@ -1,0 +1,64 @@
+import pytest
+import torch
+
+from txrl.nn.attention import RelativeMultiHeadAttention, naive_relative_attention, rel_shift
+
+
+def random_allowed(b: int, t: int, m: int, gen: torch.Generator) -> torch.Tensor:
+    """Random masks that always keep each query's own position (distance 0) and never the future."""
+    k = m + t
+    allowed = torch.rand(b, t, k, generator=gen) < 0.7
+    query_pos = torch.arange(t)[:, None] + m
+    key_pos = torch.arange(k)[None, :]
+    allowed &= (key_pos <= query_pos)[None]
+    allowed |= (key_pos == query_pos)[None]
+    return allowed
+
+
+@pytest.mark.parametrize("memory", [0, 1, 7])
+@pytest.mark.parametrize("steps", [1, 2, 6])
+@pytest.mark.parametrize("heads", [1, 4])
+def test_shifted_relative_attention_equals_naive(memory: int, steps: int, heads: int) -> None:
+    gen = torch.Generator().manual_seed(memory * 100 + steps * 10 + heads)
+    torch.manual_seed(memory + 31 * steps + heads)
+    d = 16
+    attn = RelativeMultiHeadAttention(d, heads)
+    # non-zero u and v so terms (c) and (d) are exercised
+    torch.nn.init.normal_(attn.content_bias)
+    torch.nn.init.normal_(attn.position_bias)
+    b = 3
+    h = torch.randn(b, steps, d, generator=gen)
+    memory_h = torch.randn(b, memory, d, generator=gen)
+    allowed = random_allowed(b, steps, memory, gen)
+    keys, values = attn.project_memory(torch.cat((memory_h, h), dim=1))
+    fast, _ = attn(h, keys, values, allowed)
+    slow = naive_relative_attention(attn, h, memory_h, allowed)
+    assert (fast - slow).abs().max().item() <= 1e-5
+    with_stats, stats = attn(h, keys, values, allowed, with_stats=True)
+    assert (with_stats - slow).abs().max().item() <= 1e-5
+    assert stats is not None and torch.isfinite(stats.entropy)
+
+
+def test_rel_shift_aligns_distances() -> None:
+    t, m = 4, 3
+    k = m + t
+    # column c of the input holds distance K-1-c
+    scores = torch.arange(k - 1, -1, -1, dtype=torch.float32).repeat(t, 1)
+    shifted = rel_shift(scores)
+    for i in range(t):
+        for j in range(m + i + 1):
+            assert shifted[i, j].item() == m + i - j
+
+
+def test_position_keys_cache_tracks_weight_updates() -> None:
+    attn = RelativeMultiHeadAttention(8, 2)
+    with torch.no_grad():
+        first = attn.position_keys(5).clone()
+        attn.position_key.weight.add_(1.0)
+        second = attn.position_keys(5)
+    assert not torch.allclose(first, second)
+
+
+def test_heads_must_divide_width() -> None:
+    with pytest.raises(ValueError, match="divisible by n_heads"):
+        RelativeMultiHeadAttention(10, 4)

@@ -1,0 +1,208 @@
+"""The backbone protocol, checked for every registered backbone and every gate."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from txrl.nn import GATE_NAMES, backbone_names, make_backbone
+from txrl.nn.state import index_state
+
+from .conftest import SMALL, small_backbone
+
+TRXL_FAMILY = ["gtrxl", "trxl_i", "trxl"]
+# every backbone with its default settings, plus GTrXL with each gate
+CASES = [(name, None) for name in backbone_names()] + [("gtrxl", gate) for gate in GATE_NAMES]
+
+
+def build(name: str, gate: str | None, **overrides):
+    torch.manual_seed(0)
+    if gate is not None:
+        overrides["gate"] = gate
+    backbone = small_backbone(name, **overrides)
+    backbone.eval()
+    return backbone
+
+
+def random_inputs(t: int, b: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(t, b, SMALL["input_dim"], generator=gen)
+    starts = torch.rand(t, b, generator=gen) < 0.15
+    starts[0] = True
+    return x, starts
+
+
+def step_by_step(backbone, x, starts, state):
+    outputs = []
+    for t in range(x.shape[0]):
+        y, state = backbone(x[t : t + 1], state, starts[t : t + 1])
+        outputs.append(y)
+    return torch.cat(outputs), state
+
+
+@pytest.mark.parametrize(("name", "gate"), CASES)
+def test_step_by_step_equals_sequence(name: str, gate: str | None) -> None:
+    backbone = build(name, gate)
+    x, starts = random_inputs(23, 4)
+    with torch.no_grad():
+        y_seq, s_seq = backbone(x, backbone.initial_state(4), starts)
+        y_step, s_step = step_by_step(backbone, x, starts, backbone.initial_state(4))
+        # and in two uneven chunks, carrying the state across the cut
+        y_a, s_mid = backbone(x[:9], backbone.initial_state(4), starts[:9])
+        y_b, s_chunk = backbone(x[9:], s_mid, starts[9:])
+    assert (y_seq - y_step).abs().max().item() <= 1e-5
+    assert (y_seq - torch.cat((y_a, y_b))).abs().max().item() <= 1e-5
+    for a, b, c in zip(s_seq, s_step, s_chunk, strict=True):
+        assert (a.float() - b.float()).abs().max().item() <= 1e-5
+        assert (a.float() - c.float()).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize(("name", "gate"), CASES)
+def test_episode_isolation(name: str, gate: str | None) -> None:
+    backbone = build(name, gate)
+    x, starts = random_inputs(16, 3, seed=1)
+    starts[:] = False
+    starts[0] = True
+    starts[9] = True  # a new episode at step 9 in every env
+    changed = x.clone()
+    changed[:9] += torch.randn_like(changed[:9]) * 3.0
+    with torch.no_grad():
+        y, _ = backbone(x, backbone.initial_state(3), starts)
+        y_changed, _ = backbone(changed, backbone.initial_state(3), starts)
+    assert torch.equal(y[9:], y_changed[9:])
+    assert not torch.allclose(y[:9], y_changed[:9])
+
+
+@pytest.mark.parametrize("name", TRXL_FAMILY)
+def test_receptive_field_is_layers_times_memory(name: str) -> None:
+    n_layers, memory = 2, 3
+    backbone = build(name, None, n_layers=n_layers, memory_length=memory)
+    t = 12
+    x, starts = random_inputs(t, 1, seed=2)
+    starts[:] = False
+    last = t - 1
+    with torch.no_grad():
+        y, _ = backbone(x, backbone.initial_state(1), starts)
+        beyond = x.clone()
+        beyond[last - n_layers * memory - 1] += 5.0  # N*M + 1 steps back: out of reach
+        y_beyond, _ = backbone(beyond, backbone.initial_state(1), starts)
+        within = x.clone()
+        within[last - memory] += 5.0  # M steps back: in reach of the first layer's memory
+        y_within, _ = backbone(within, backbone.initial_state(1), starts)
+        edge = x.clone()
+        edge[last - n_layers * memory] += 5.0  # exactly N*M back: reached through all layers
+        y_edge, _ = backbone(edge, backbone.initial_state(1), starts)
+    assert torch.equal(y[last], y_beyond[last])
+    assert not torch.allclose(y[last], y_within[last])
+    assert not torch.allclose(y[last], y_edge[last])
+
+
+@pytest.mark.parametrize(("name", "gate"), CASES)
+def test_gradients_finite_and_none_into_memory(name: str, gate: str | None) -> None:
+    backbone = build(name, gate)
+    backbone.train()
+    x1, starts1 = random_inputs(8, 2, seed=3)
+    x1.requires_grad_(True)
+    _, state = backbone(x1, backbone.initial_state(2), starts1)  # earlier segment, with grad on
+    assert all(not f.requires_grad for f in state), "the carried state must be stop-gradient"
+    x2, starts2 = random_inputs(6, 2, seed=4)
+    starts2[0] = False  # keep attending to the carried memory
+    x2.requires_grad_(True)
+    y, _ = backbone(x2, state, starts2)
+    y.square().mean().backward()
+    assert x1.grad is None, "gradient reached the earlier segment through the memory"
+    assert x2.grad is not None and torch.isfinite(x2.grad).all()
+    for pname, p in backbone.named_parameters():
+        assert p.grad is None or torch.isfinite(p.grad).all(), pname
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in backbone.parameters())
+
+
+@pytest.mark.parametrize(("name", "gate"), CASES)
+def test_state_at_rebuilds_the_acting_state(name: str, gate: str | None) -> None:
+    """The trace of a rollout rebuilds, for any step t, the state the env acted from."""
+    backbone = build(name, gate)
+    b, t = 3, 14
+    x, starts = random_inputs(t, b, seed=5)
+    with torch.no_grad():
+        warm_x, warm_starts = random_inputs(5, b, seed=6)
+        _, initial = backbone(warm_x, backbone.initial_state(b), warm_starts)  # memory carried in
+        state, states_before, traces = initial, [], []
+        for step in range(t):
+            states_before.append(state)
+            out = backbone.run(x[step : step + 1], state, starts[step : step + 1], trace=True)
+            traces.append(out.trace)
+            state = out.state
+        trace = type(traces[0])(*(torch.cat(f) for f in zip(*traces, strict=True)))
+        when = torch.tensor([0, 7, 13])
+        rebuilt = backbone.state_at(initial, trace, starts, when)
+        # continuing from the rebuilt states gives the acting outputs
+        for i, step in enumerate(when.tolist()):
+            expect = states_before[step]
+            got = index_state(rebuilt, slice(i, i + 1))
+            y_expect, _ = backbone(
+                x[step:, i : i + 1], index_state(expect, slice(i, i + 1)), starts[step:, i : i + 1]
+            )
+            y_got, _ = backbone(x[step:, i : i + 1], got, starts[step:, i : i + 1])
+            assert (y_expect - y_got).abs().max().item() <= 1e-5
+
+
+def test_trxl_trace_is_small() -> None:
+    backbone = build("gtrxl", None, memory_length=32)
+    out = backbone.run(
+        torch.randn(1, 2, SMALL["input_dim"]),
+        backbone.initial_state(2),
+        torch.ones(1, 2, dtype=torch.bool),
+        trace=True,
+    )
+    # per step and env: L * D floats, independent of the memory length
+    assert out.trace.hidden.shape == (1, 2, SMALL["n_layers"], SMALL["d_model"])
+
+
+def test_trxl_step_attends_to_at_most_memory_plus_self() -> None:
+    backbone = build("gtrxl", None, memory_length=3)
+    x, starts = random_inputs(10, 1, seed=7)
+    starts[:] = False
+    out = backbone.run(x, backbone.initial_state(1), starts, stats=True)
+    assert (
+        out.stats["layer0/attention_entropy"].item() <= torch.log(torch.tensor(4.0)).item() + 1e-5
+    )
+    assert 0.0 <= out.stats["layer1/gate_attention"].item() <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"d_model": 10, "n_heads": 4}, "divisible by n_heads"),
+        ({"memory_length": -1}, "memory_length must be an int >= 0"),
+        ({"gate": "lstm"}, "valid gates"),
+        ({"n_layers": 0}, "n_layers must be a positive int"),
+        ({"heads": 2}, "has no setting 'heads'; valid settings: input_dim, d_model"),
+    ],
+)
+def test_bad_settings_are_named(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_backbone("gtrxl", input_dim=3, **kwargs)
+
+
+def test_unknown_backbone_lists_valid_names() -> None:
+    with pytest.raises(ValueError, match=r"valid backbones: .*gtrxl"):
+        make_backbone("gtrxxl", input_dim=3)
+
+
+def test_wrong_shapes_are_named() -> None:
+    backbone = build("gtrxl", None)
+    state = backbone.initial_state(2)
+    with pytest.raises(ValueError, match=r"x must have shape \(T, B, input_dim=5\)"):
+        backbone(torch.zeros(3, 2, 4), state, torch.zeros(3, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="episode_starts must have shape"):
+        backbone(torch.zeros(3, 2, 5), state, torch.zeros(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="bool tensor"):
+        backbone(torch.zeros(3, 2, 5), state, torch.zeros(3, 2))
+    with pytest.raises(ValueError, match="state holds 2 envs"):
+        backbone(torch.zeros(3, 4, 5), state, torch.zeros(3, 4, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("name", ["trxl_i", "trxl"])
+def test_fixed_order_backbones_reject_gates(name: str) -> None:
+    with pytest.raises(ValueError, match="gtrxl"):
+        make_backbone(name, input_dim=3, gate="gru")

@@ -1,0 +1,3 @@
+from txrl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,195 @@
+"""Relative multi-head attention of Transformer-XL (Dai et al. 2019).
+
+Legend used in every shape comment: B batch (envs), T query steps, M memory slots,
+K = M + T key positions, H heads, E head width, D model width = H * E.
+
+For query i and key j at relative distance ``i - j`` the score is eq. (8)/(9) of
+``references/000_4baccbf6ade0250f.txt``::
+
+    A[i, j] = q_i^T k_j              (a) content
+            + q_i^T W_kR R_{i-j}     (b) content-dependent positional bias
+            + u^T k_j                (c) global content bias
+            + v^T W_kR R_{i-j}       (d) global positional bias
+
+with k_j = W_kE h_j and the sinusoid R without parameters. Terms (a)+(c) are one product
+``(q + u) k^T`` and terms (b)+(d) are ``(q + v) (W_kR R)^T``. The positional product is done
+once against the K distances in reversed order (the matrix Q of the reference, "qQ^T")
+and then left-shifted row by row (:func:`rel_shift`), which costs O(T K E) instead of
+building a (T, K, E) tensor of per-pair embeddings. :func:`naive_relative_attention`
+computes every (i, j) pair directly and exists to test the shifted version.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def sinusoid_table(distances: torch.Tensor, d_model: int) -> torch.Tensor:
+    """Sinusoid encoding R of eq. (1): ``R[p, 2k] = sin(p / 10000^(2k/D))``, ``R[p, 2k+1] = cos(..)``.
+
+    ``distances`` (N,) of any real dtype -> (N, d_model) float32.
+    """
+    if d_model % 2:
+        raise ValueError(f"sinusoid encoding needs an even d_model, got {d_model}")
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, d_model, 2, dtype=torch.float32) / d_model))
+    angles = distances.to(torch.float32)[:, None] * inv_freq[None, :]  # (N, D/2)
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (N, D/2, 2)
+    return table.flatten(-2)  # (N, D), interleaved sin/cos
+
+
+def rel_shift(scores: torch.Tensor) -> torch.Tensor:
+    """Left-shift row i of ``scores`` (..., T, K) by ``T - 1 - i`` columns.
+
+    Column k of the input holds distance ``K - 1 - k`` (keys in reversed order, as Q in
+    the reference). The output's column j then holds the score for distance ``(K - T) + i - j``,
+    that is query i (absolute position K - T + i) against key j. Entries with ``j > K - T + i``
+    (the future) are garbage and must be masked by the caller.
+    """
+    *lead, t, k = scores.shape
+    padded = F.pad(scores, (1, 0))  # (..., T, K+1): a zero column on the left
+    padded = padded.view(*lead, k + 1, t)  # same memory read as K+1 rows of length T
+    return padded[..., 1:, :].reshape(*lead, t, k)  # drop the first row -> (..., T, K)
+
+
+class AttentionStats(NamedTuple):
+    """Diagnostics of one attention call, averaged over batch, heads and queries."""
+
+    entropy: torch.Tensor  # () mean entropy of the attention distribution, in nats
+    keys_attended: torch.Tensor  # () mean number of keys a query may attend to
+
+
+class RelativeMultiHeadAttention(nn.Module):
+    """Multi-head attention with Transformer-XL relative positions (eq. 9 of reference 000).
+
+    Keys and values are computed by :meth:`project_memory` for both memory and new
+    positions, so a caller acting one step at a time can cache them: per step the cost is
+    O(D^2) for the new token's projections plus O(M D) for attending over M cached keys;
+    the positional keys ``W_kR R_{0..K-1}`` depend on the parameters only and are cached
+    while gradients are off (acting), so step cost does not grow with M in projections.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(
+                f"d_model ({d_model}) must be divisible by n_heads ({n_heads}); "
+                f"valid n_heads for this width: {[h for h in range(1, d_model + 1) if d_model % h == 0]}"
+            )
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.query = nn.Linear(d_model, d_model, bias=False)  # W_q
+        self.key_value = nn.Linear(d_model, 2 * d_model, bias=False)  # [W_kE; W_v]
+        self.position_key = nn.Linear(d_model, d_model, bias=False)  # W_kR
+        self.out = nn.Linear(d_model, d_model)
+        # u and v of eq. (8), one per head
+        self.content_bias = nn.Parameter(torch.zeros(n_heads, self.head_dim))
+        self.position_bias = nn.Parameter(torch.zeros(n_heads, self.head_dim))
+        self.dropout = dropout
+        self._position_cache: (
+            tuple[tuple[int, int, torch.device, torch.dtype], torch.Tensor] | None
+        ) = None
+
+    def project_memory(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Content keys ``W_kE h`` and values ``W_v h`` of layer inputs h (B, N, D) -> 2 x (B, N, D)."""
+        keys, values = self.key_value(h).chunk(2, dim=-1)
+        return keys, values
+
+    def position_keys(self, n_keys: int) -> torch.Tensor:
+        """``W_kR R_d`` for distances d = K-1, ..., 0 (the matrix Q of the reference) -> (K, H, E)."""
+        weight = self.position_key.weight
+        cache_key = (n_keys, weight._version, weight.device, weight.dtype)
+        cache = self._position_cache
+        if not torch.is_grad_enabled() and cache is not None and cache[0] == cache_key:
+            return cache[1]
+        distances = torch.arange(n_keys - 1, -1, -1, device=weight.device)
+        table = sinusoid_table(distances, self.d_model).to(weight.dtype)  # (K, D)
+        projected = self.position_key(table).view(n_keys, self.n_heads, self.head_dim)
+        if not torch.is_grad_enabled():
+            self._position_cache = (cache_key, projected)
+        return projected
+
+    def forward(
+        self,
+        h: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        allowed: torch.Tensor,
+        *,
+        with_stats: bool = False,
+    ) -> tuple[torch.Tensor, AttentionStats | None]:
+        """Attend from queries ``h`` (B, T, D) to ``keys``/``values`` (B, K, D).
+
+        The last T keys are the queries' own positions; the first K - T are memory.
+        ``allowed`` (B, T, K) bool says which pairs may attend. Returns (B, T, D).
+        """
+        b, t, _ = h.shape
+        k = keys.shape[1]
+        hd, e = self.n_heads, self.head_dim
+        q = self.query(h).view(b, t, hd, e).transpose(1, 2)  # (B, H, T, E)
+        key = keys.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
+        value = values.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
+        scale = 1.0 / math.sqrt(e)
+        pos = self.position_keys(k)  # (K, H, E), distances K-1 .. 0
+        # (b) + (d): (q + v) Q^T, one product, then the relative shift
+        qv = q + self.position_bias[None, :, None, :]  # (B, H, T, E)
+        position_scores = rel_shift(torch.einsum("bhte,khe->bhtk", qv, pos))  # (B, H, T, K)
+        # masked pairs get -inf through the additive mask
+        bias = (position_scores * scale).masked_fill(
+            ~allowed[:, None], float("-inf")
+        )  # (B, H, T, K)
+        qu = q + self.content_bias[None, :, None, :]  # (a) + (c): (q + u) k^T
+        stats = None
+        if with_stats:
+            scores = torch.einsum("bhte,bhke->bhtk", qu, key) * scale + bias
+            weights = scores.softmax(dim=-1)  # (B, H, T, K)
+            logw = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
+            entropy = -(weights * logw).sum(-1).mean()
+            stats = AttentionStats(entropy.detach(), allowed.sum(-1).float().mean())
+            weights = F.dropout(weights, self.dropout, self.training)
+            attended = weights @ value  # (B, H, T, E)
+        else:
+            attended = F.scaled_dot_product_attention(
+                qu, key, value, attn_mask=bias, dropout_p=self.dropout if self.training else 0.0
+            )  # (B, H, T, E)
+        attended = attended.transpose(1, 2).reshape(b, t, self.d_model)  # (B, T, D)
+        return self.out(attended), stats
+
+
+def naive_relative_attention(
+    attn: RelativeMultiHeadAttention, h: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor
+) -> torch.Tensor:
+    """Reference implementation: every (i, j) score of eq. (8) computed directly.
+
+    ``h`` (B, T, D) queries, ``memory`` (B, M, D) earlier layer inputs, ``allowed`` (B, T, M+T).
+    Quadratic in memory (a (T, K, D) tensor of per-pair embeddings R_{i-j}); for tests only.
+    """
+    b, t, d = h.shape
+    m = memory.shape[1]
+    k = m + t
+    hd, e = attn.n_heads, attn.head_dim
+    context = torch.cat((memory, h), dim=1)  # (B, K, D)
+    keys, values = attn.project_memory(context)
+    q = attn.query(h).view(b, t, hd, e)  # (B, T, H, E)
+    key = keys.view(b, k, hd, e)
+    value = values.view(b, k, hd, e)
+    query_pos = torch.arange(t)[:, None] + m  # absolute position of query i
+    key_pos = torch.arange(k)[None, :]
+    distance = (query_pos - key_pos).clamp(min=0)  # (T, K); negative ones are masked below
+    r = sinusoid_table(distance.flatten(), d).view(t, k, d)  # R_{i-j} per pair
+    wr = attn.position_key(r).view(t, k, hd, e)  # W_kR R_{i-j}
+    u, v = attn.content_bias, attn.position_bias
+    term_a = torch.einsum("bthe,bkhe->bhtk", q, key)
+    term_b = torch.einsum("bthe,tkhe->bhtk", q, wr)
+    term_c = torch.einsum("he,bkhe->bhk", u, key)[:, :, None, :]
+    term_d = torch.einsum("he,tkhe->htk", v, wr)[None]
+    scores = (term_a + term_b + term_c + term_d) / math.sqrt(e)
+    scores = scores.masked_fill(~allowed[:, None], float("-inf"))
+    weights = scores.softmax(-1)
+    attended = torch.einsum("bhtk,bkhe->bthe", weights, value).reshape(b, t, d)
+    return attn.out(attended)

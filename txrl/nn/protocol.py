@@ -1,0 +1,177 @@
+"""The backbone protocol: the one interface every memory model implements.
+
+A backbone maps a (T, B, input_dim) sequence to (T, B, output_dim) features while carrying
+a per-env memory *state* from call to call::
+
+    state = backbone.initial_state(batch_size)
+    y, state = backbone(x, state, episode_starts)  # x (T, B, I), episode_starts (T, B) bool
+
+``episode_starts[t, b]`` is True when a new episode begins at step t of env b: the memory
+is cleared before that step is processed. Running T steps one call at a time and running
+them as one sequence give the same outputs; learners rely on this.
+
+The state is a NamedTuple of tensors with the **env on axis 0** of every field, so learners
+slice, store and reset it with the helpers of :mod:`txrl.nn.state` without knowing what is
+inside. Learners that train on segments of a rollout also use:
+
+* :meth:`Backbone.run` with ``trace=True``: besides the output and the new state it returns
+  a *trace*, a NamedTuple of tensors with (T, B) leading, small per step (for the TrXL
+  family the layer inputs of each step, not an M-long memory copy);
+* :meth:`Backbone.state_at`: rebuilds the state that was in force before step t of a
+  rollout from the state at its start and its trace, so a training segment that starts at
+  t sees exactly the memory its acting steps saw;
+* ``BackboneOutput.aux_losses``: named auxiliary losses (e.g. an adaptive span's L1
+  penalty) that a learner adds with its own coefficients; ``stats`` holds diagnostics.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+
+class BackboneOutput(NamedTuple):
+    """Everything :meth:`Backbone.run` returns."""
+
+    output: torch.Tensor  # (T, B, output_dim)
+    state: Any  # NamedTuple of tensors, env on axis 0, detached from the graph
+    trace: Any | None  # NamedTuple of tensors with (T, B) leading, or None when not asked for
+    aux_losses: dict[str, torch.Tensor]  # scalar auxiliary losses (empty for most backbones)
+    stats: dict[str, torch.Tensor]  # scalar diagnostics, only when asked for
+
+
+class Backbone(nn.Module, abc.ABC):
+    """Base class of all memory models. Subclasses implement :meth:`initial_state` and :meth:`run`.
+
+    The default :meth:`state_at` assumes the trace is the sequence of states in force
+    before each step (true for recurrent nets, whose state is small); backbones whose
+    memory is a window of past steps override it.
+    """
+
+    input_dim: int
+    output_dim: int
+
+    @abc.abstractmethod
+    def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> Any:
+        """The empty memory of ``batch_size`` envs."""
+
+    @abc.abstractmethod
+    def run(
+        self,
+        x: torch.Tensor,
+        state: Any,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool = False,
+        stats: bool = False,
+    ) -> BackboneOutput:
+        """Process ``x`` (T, B, I) from ``state``; see the module docstring."""
+
+    def forward(
+        self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor
+    ) -> tuple[torch.Tensor, Any]:
+        out = self.run(x, state, episode_starts)
+        return out.output, out.state
+
+    def state_at(
+        self, initial: Any, trace: Any, episode_starts: torch.Tensor, t: torch.Tensor
+    ) -> Any:
+        """State in force before step ``t[b]`` of env b, before any reset at that step.
+
+        ``initial``: state at step 0 (env on axis 0, B envs); ``trace``: from :meth:`run` over
+        the T steps, (T, B, ...); ``episode_starts`` (T, B); ``t`` (B,) long in [0, T).
+        """
+        del initial, episode_starts
+        batch = torch.arange(t.shape[0], device=t.device)
+        return type(trace)(*(field[t, batch] for field in trace))
+
+    def check_inputs(self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor) -> None:
+        """Raise a ValueError naming the problem when the inputs do not fit the protocol."""
+        if x.dim() != 3 or x.shape[-1] != self.input_dim:
+            raise ValueError(
+                f"x must have shape (T, B, input_dim={self.input_dim}), got {tuple(x.shape)}"
+            )
+        if episode_starts.shape != x.shape[:2]:
+            raise ValueError(
+                f"episode_starts must have shape (T, B) = {tuple(x.shape[:2])}, got {tuple(episode_starts.shape)}"
+            )
+        if episode_starts.dtype != torch.bool:
+            raise ValueError(f"episode_starts must be a bool tensor, got {episode_starts.dtype}")
+        first = state[0]
+        if first.shape[0] != x.shape[1]:
+            raise ValueError(
+                f"state holds {first.shape[0]} envs on axis 0 but x has batch size {x.shape[1]}"
+            )
+
+
+# ---------------------------------------------------------------------------- registry
+
+BackboneFactory = Callable[..., Backbone]
+_REGISTRY: dict[str, tuple[BackboneFactory, type]] = {}
+
+
+def register_backbone(name: str, config_cls: type) -> Callable[[BackboneFactory], BackboneFactory]:
+    """Register ``factory(config) -> Backbone`` under ``name``; ``config_cls`` is a frozen dataclass.
+
+    The extension point for new memory models: a user-defined backbone registered here is
+    usable by every learner and by the configs through its name.
+    """
+
+    def decorate(factory: BackboneFactory) -> BackboneFactory:
+        if name in _REGISTRY:
+            raise ValueError(f"a backbone named {name!r} is already registered")
+        _REGISTRY[name] = (factory, config_cls)
+        return factory
+
+    return decorate
+
+
+def backbone_names() -> list[str]:
+    """Names accepted by :func:`make_backbone`."""
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def backbone_config_class(name: str) -> type:
+    """The frozen config dataclass of backbone ``name``."""
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise ValueError(
+            f"unknown backbone {name!r}; valid backbones: {', '.join(sorted(_REGISTRY))}"
+        )
+    return _REGISTRY[name][1]
+
+
+def make_backbone(name: str, **kwargs: Any) -> Backbone:
+    """Build backbone ``name`` from keyword settings.
+
+    Common settings: ``input_dim, d_model, n_layers, n_heads, memory_length, gate,
+    gate_bias``; each backbone accepts the fields of its config dataclass (see
+    :func:`backbone_config_class`). A setting the backbone does not have is an error that
+    names it and lists the valid ones.
+    """
+    config_cls = backbone_config_class(name)
+    config = build_config(config_cls, kwargs, what=f"backbone {name!r}")
+    factory = _REGISTRY[name][0]
+    return factory(config)
+
+
+def build_config(config_cls: type, kwargs: dict[str, Any], *, what: str) -> Any:
+    """Instantiate dataclass ``config_cls`` from ``kwargs``, naming unknown keys."""
+    valid = [f.name for f in dataclasses.fields(config_cls) if f.init]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"{what} has no setting {', '.join(map(repr, unknown))}; valid settings: {', '.join(valid)}"
+        )
+    return config_cls(**kwargs)
+
+
+def _load_builtin() -> None:
+    # The built-in backbones register themselves on import.
+    from txrl.nn import rnn, trxl  # noqa: F401

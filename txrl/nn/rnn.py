@@ -1,0 +1,114 @@
+"""LSTM and GRU baselines behind the backbone protocol.
+
+The state is the recurrent state itself, env on axis 0: (B, L, H). The trace is the state
+in force before each step, which is small, so the protocol's default ``state_at`` applies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
+from txrl.nn.state import detach_state
+
+
+class LSTMState(NamedTuple):
+    h: torch.Tensor  # (B, L, H)
+    c: torch.Tensor  # (B, L, H)
+
+
+class GRUState(NamedTuple):
+    h: torch.Tensor  # (B, L, H)
+
+
+@dataclasses.dataclass(frozen=True)
+class RNNConfig:
+    """Settings of the recurrent baselines; ``hidden_size`` is a synonym of ``d_model``."""
+
+    input_dim: int
+    d_model: int = 128
+    n_layers: int = 1
+    hidden_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.hidden_size is not None:
+            if self.d_model not in (128, self.hidden_size):
+                raise ValueError(
+                    f"hidden_size ({self.hidden_size}) and d_model ({self.d_model}) disagree; give one of them"
+                )
+            object.__setattr__(self, "d_model", self.hidden_size)
+        for name in ("input_dim", "d_model", "n_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+class RecurrentBackbone(Backbone):
+    """``nn.LSTM`` or ``nn.GRU`` with the state zeroed at episode starts."""
+
+    def __init__(self, config: RNNConfig, cell: str) -> None:
+        super().__init__()
+        self.config = config
+        self.cell = cell
+        self.input_dim = config.input_dim
+        self.output_dim = config.d_model
+        rnn_cls = nn.LSTM if cell == "lstm" else nn.GRU
+        self.rnn = rnn_cls(config.input_dim, config.d_model, num_layers=config.n_layers)
+        self.state_type: type = LSTMState if cell == "lstm" else GRUState
+
+    def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> tuple:
+        device = device if device is not None else next(self.parameters()).device
+        zeros = [torch.zeros(batch_size, self.config.n_layers, self.config.d_model, device=device)]
+        return self.state_type(*(zeros * len(self.state_type._fields)))
+
+    def _call(self, x: torch.Tensor, state: tuple) -> tuple[torch.Tensor, tuple]:
+        # nn.LSTM/GRU want (L, B, H); the protocol keeps envs on axis 0
+        hx = tuple(field.transpose(0, 1).contiguous() for field in state)
+        y, new = self.rnn(x, hx if self.cell == "lstm" else hx[0])
+        new = new if self.cell == "lstm" else (new,)
+        return y, self.state_type(*(field.transpose(0, 1) for field in new))
+
+    def run(
+        self,
+        x: torch.Tensor,
+        state: tuple,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool = False,
+        stats: bool = False,
+    ) -> BackboneOutput:
+        self.check_inputs(x, state, episode_starts)
+        keep = (~episode_starts).to(x.dtype)  # (T, B)
+        if not trace and not episode_starts[1:].any():
+            # no reset inside the sequence: one fused call
+            state = self.state_type(*(field * keep[0, :, None, None] for field in state))
+            y, new_state = self._call(x, state)
+            return BackboneOutput(y, detach_state(new_state), None, {}, {})
+        outputs, before = [], []
+        for t in range(x.shape[0]):
+            before.append(state)
+            state = self.state_type(*(field * keep[t, :, None, None] for field in state))
+            y_t, state = self._call(x[t : t + 1], state)
+            outputs.append(y_t)
+        step_trace = None
+        if trace:
+            step_trace = self.state_type(
+                *(torch.stack(f).detach() for f in zip(*before, strict=True))
+            )
+        return BackboneOutput(torch.cat(outputs), detach_state(state), step_trace, {}, {})
+
+
+def _factory(cell: str) -> Callable[[RNNConfig], RecurrentBackbone]:
+    def build(config: RNNConfig) -> RecurrentBackbone:
+        return RecurrentBackbone(config, cell)
+
+    return build
+
+
+register_backbone("lstm", RNNConfig)(_factory("lstm"))
+register_backbone("gru", RNNConfig)(_factory("gru"))

@@ -1,0 +1,323 @@
+"""Transformer-XL memory backbones for RL: TrXL, TrXL-I and GTrXL.
+
+Legend: T steps, B envs, L layers, M memory slots, K = M + T keys, D model width.
+
+* Segment-level recurrence (Dai et al. 2019, eq. 6 of ``references/000_4baccbf6ade0250f.txt``):
+  layer l attends over ``[SG(m^{l-1}) ; h^{l-1}]``, its cached, stop-gradient inputs of the
+  last M steps followed by the current ones. Acting one step at a time, the memory slides by
+  one step; every step attends to exactly the M steps before it and to itself, in sequence
+  mode too (a sliding-window mask), so both modes compute the same thing.
+* Relative attention, eq. (9): :class:`txrl.nn.attention.RelativeMultiHeadAttention`.
+* ``trxl``: the post-LayerNorm block of eq. (9), ``o = LN(h + MHA(h~))``, ``h' = LN(o + FF(o))``.
+* ``gtrxl``: eq. (10) of Parisotto et al. 2019, LayerNorm on the input stream only, ReLU on
+  each sub-layer output, and a gate (:mod:`txrl.nn.gates`) in place of each residual.
+* ``trxl_i``: the identity-map reordering alone, i.e. eq. (10) with the ``residual`` gate.
+
+Episodes: slots from an earlier episode and empty slots are masked (``valid``); the token
+itself is always attended to, so the first step of an episode is finite.
+
+Cost per step when acting (T = 1): O(L (D^2 + M D)). The state caches each layer's content
+keys and values of the memory, so only the new token is projected, and the positional keys
+``W_kR R`` are cached while gradients are off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from txrl.nn.attention import RelativeMultiHeadAttention
+from txrl.nn.gates import GATE_NAMES, make_gate
+from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
+
+
+class TrXLState(NamedTuple):
+    """Per-env memory of a TrXL-family backbone, env on axis 0 of every field."""
+
+    hidden: torch.Tensor  # (B, L, M, D) cached layer inputs of the last M steps, stop-gradient
+    keys: torch.Tensor  # (B, L, M, D) W_kE of those inputs (a cache, derived from hidden)
+    values: torch.Tensor  # (B, L, M, D) W_v of those inputs (a cache, derived from hidden)
+    valid: torch.Tensor  # (B, M) bool, True where the slot holds a step of the current episode
+
+
+class TrXLTrace(NamedTuple):
+    """What a rollout stores per step to rebuild the memory later: L*D floats, not L*M*D."""
+
+    hidden: torch.Tensor  # (T, B, L, D) layer inputs of each step
+
+
+@dataclasses.dataclass(frozen=True)
+class TrXLConfig:
+    """Settings of the TrXL family.
+
+    ``gate``/``gate_bias`` apply to ``gtrxl`` (default gate ``gru`` with b_g = 2); ``trxl_i``
+    always uses the ``residual`` gate and ``trxl`` has no gates.
+    """
+
+    input_dim: int
+    d_model: int = 128
+    n_layers: int = 3
+    n_heads: int = 4
+    memory_length: int = 64
+    gate: str | None = None
+    gate_bias: float | None = None
+    d_ff: int | None = None  # width of the position-wise MLP; None means 4 * d_model
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("input_dim", "d_model", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.memory_length, int) or self.memory_length < 0:
+            raise ValueError(f"memory_length must be an int >= 0, got {self.memory_length!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+        if self.d_model % 2:
+            raise ValueError(f"d_model must be even for the sinusoid encoding, got {self.d_model}")
+        if self.gate is not None and self.gate not in GATE_NAMES:
+            raise ValueError(f"unknown gate {self.gate!r}; valid gates: {', '.join(GATE_NAMES)}")
+        if self.d_ff is not None and self.d_ff <= 0:
+            raise ValueError(f"d_ff must be a positive int, got {self.d_ff!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+
+    @property
+    def ff_width(self) -> int:
+        return self.d_ff if self.d_ff is not None else 4 * self.d_model
+
+
+def _mlp(config: TrXLConfig) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Linear(config.d_model, config.ff_width),
+        nn.ReLU(),
+        nn.Dropout(config.dropout),
+        nn.Linear(config.ff_width, config.d_model),
+    )
+
+
+class PostNormBlock(nn.Module):
+    """TrXL block of eq. (9): residuals, then LayerNorm."""
+
+    def __init__(self, config: TrXLConfig) -> None:
+        super().__init__()
+        self.attention = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.norm_attention = nn.LayerNorm(config.d_model)
+        self.mlp = _mlp(config)
+        self.norm_mlp = nn.LayerNorm(config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def attention_input(self, h: torch.Tensor) -> torch.Tensor:
+        return h
+
+    def forward(
+        self,
+        h: torch.Tensor,
+        z: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        allowed: torch.Tensor,
+        stats: dict[str, torch.Tensor] | None,
+    ) -> torch.Tensor:
+        """``h`` (B, T, D) block input, ``z`` the attention input (``h`` itself here)."""
+        attended, attn_stats = self.attention(
+            z, keys, values, allowed, with_stats=stats is not None
+        )
+        o = self.norm_attention(h + self.dropout(attended))
+        out = self.norm_mlp(o + self.dropout(self.mlp(o)))
+        if stats is not None:
+            stats["attention_entropy"] = attn_stats.entropy
+        return out
+
+
+class GatedBlock(nn.Module):
+    """GTrXL block of eq. (10); with the ``residual`` gate it is the TrXL-I block."""
+
+    def __init__(self, config: TrXLConfig, gate: str) -> None:
+        super().__init__()
+        self.norm_attention = nn.LayerNorm(config.d_model)
+        self.attention = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.gate_attention = make_gate(gate, config.d_model, config.gate_bias)  # g_MHA
+        self.norm_mlp = nn.LayerNorm(config.d_model)
+        self.mlp = _mlp(config)  # f
+        self.gate_mlp = make_gate(gate, config.d_model, config.gate_bias)  # g_MLP
+        self.dropout = nn.Dropout(config.dropout)
+
+    def attention_input(self, h: torch.Tensor) -> torch.Tensor:
+        # LayerNorm([StopGrad(M), E]) of eq. (10): memory and new steps are normalised alike
+        return self.norm_attention(h)
+
+    def forward(
+        self,
+        h: torch.Tensor,
+        z: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        allowed: torch.Tensor,
+        stats: dict[str, torch.Tensor] | None,
+    ) -> torch.Tensor:
+        """``h`` (B, T, D) block input E^(l-1), ``z`` its normalised copy, keys/values (B, K, D)."""
+        gate_means: list[torch.Tensor] | None = [] if stats is not None else None
+        # Y-bar = RelativeMultiHeadAttention(LayerNorm([SG(M), E]))
+        y_bar, attn_stats = self.attention(z, keys, values, allowed, with_stats=stats is not None)
+        # Y = g_MHA(E, ReLU(Y-bar))
+        y = self.gate_attention(h, F.relu(self.dropout(y_bar)), gate_means)
+        # E-bar = f(LayerNorm(Y))
+        e_bar = self.mlp(self.norm_mlp(y))
+        # E = g_MLP(Y, ReLU(E-bar))
+        out = self.gate_mlp(y, F.relu(self.dropout(e_bar)), gate_means)
+        if stats is not None:
+            assert gate_means is not None and attn_stats is not None
+            stats["attention_entropy"] = attn_stats.entropy
+            stats["gate_attention"] = gate_means[0]
+            stats["gate_mlp"] = gate_means[1]
+        return out
+
+
+class TransformerXL(Backbone):
+    """The TrXL family behind the backbone protocol (see the module docstring)."""
+
+    def __init__(self, config: TrXLConfig, order: str) -> None:
+        super().__init__()
+        self.config = config
+        self.order = order
+        self.input_dim = config.input_dim
+        self.output_dim = config.d_model
+        self.memory_length = config.memory_length
+        self.embed = nn.Linear(config.input_dim, config.d_model)
+        blocks: list[nn.Module]
+        if order == "trxl":
+            blocks = [PostNormBlock(config) for _ in range(config.n_layers)]
+        else:
+            gate = "residual" if order == "trxl_i" else (config.gate or "gru")
+            blocks = [GatedBlock(config, gate) for _ in range(config.n_layers)]
+        self.blocks = nn.ModuleList(blocks)
+
+    def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> TrXLState:
+        c = self.config
+        device = device if device is not None else self.embed.weight.device
+        shape = (batch_size, c.n_layers, c.memory_length, c.d_model)
+        return TrXLState(
+            hidden=torch.zeros(shape, device=device),
+            keys=torch.zeros(shape, device=device),
+            values=torch.zeros(shape, device=device),
+            valid=torch.zeros((batch_size, c.memory_length), dtype=torch.bool, device=device),
+        )
+
+    def run(
+        self,
+        x: torch.Tensor,
+        state: TrXLState,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool = False,
+        stats: bool = False,
+    ) -> BackboneOutput:
+        self.check_inputs(x, state, episode_starts)
+        t, m = x.shape[0], self.memory_length
+        k = m + t
+        h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
+        starts = episode_starts.transpose(0, 1)  # (T, B) -> (B, T)
+
+        # Episode ids: memory slots are episode 0 when valid, -1 otherwise; each start opens a new one.
+        step_episode = starts.long().cumsum(dim=1)  # (B, T)
+        memory_episode = torch.where(state.valid, 0, -1)  # (B, M)
+        key_episode = torch.cat((memory_episode, step_episode), dim=1)  # (B, K)
+        same_episode = key_episode[:, None, :] == step_episode[:, :, None]  # (B, T, K)
+        # Sliding window: query i sits at position M + i and sees keys at distances 0..M.
+        query_pos = torch.arange(t, device=x.device)[:, None] + m
+        distance = query_pos - torch.arange(k, device=x.device)[None, :]  # (T, K)
+        allowed = same_episode & ((distance >= 0) & (distance <= m))[None]  # (B, T, K)
+
+        step_stats: dict[str, torch.Tensor] | None = {} if stats else None
+        out_stats: dict[str, torch.Tensor] = {}
+        layer_inputs, new_keys, new_values = [], [], []
+        for layer, block in enumerate(self.blocks):
+            layer_inputs.append(h.detach())
+            z = block.attention_input(h)  # (B, T, D)
+            k_new, v_new = block.attention.project_memory(z)  # (B, T, D) each
+            keys = torch.cat((state.keys[:, layer], k_new), dim=1)  # (B, K, D)
+            values = torch.cat((state.values[:, layer], v_new), dim=1)  # (B, K, D)
+            h = block(h, z, keys, values, allowed, step_stats)
+            new_keys.append(keys[:, k - m :].detach())  # (B, M, D): the last M positions
+            new_values.append(values[:, k - m :].detach())
+            if step_stats is not None:
+                out_stats.update({f"layer{layer}/{name}": v for name, v in step_stats.items()})
+
+        hidden_steps = torch.stack(layer_inputs, dim=1)  # (B, L, T, D)
+        hidden = torch.cat((state.hidden, hidden_steps), dim=2)[:, :, k - m :]  # (B, L, M, D)
+        # Validity as seen from the step after the last one (a start there clears it anyway).
+        valid = (key_episode == step_episode[:, -1:])[:, k - m :]  # (B, M)
+        new_state = TrXLState(
+            hidden=hidden.detach(),
+            keys=torch.stack(new_keys, dim=1),
+            values=torch.stack(new_values, dim=1),
+            valid=valid,
+        )
+        if stats:
+            out_stats["memory_in_use"] = state.valid.float().mean() if m else torch.zeros(())
+        step_trace = (
+            TrXLTrace(hidden=hidden_steps.permute(2, 0, 1, 3)) if trace else None
+        )  # (T, B, L, D)
+        return BackboneOutput(h.transpose(0, 1), new_state, step_trace, {}, out_stats)
+
+    def state_at(
+        self, initial: TrXLState, trace: TrXLTrace, episode_starts: torch.Tensor, t: torch.Tensor
+    ) -> TrXLState:
+        """Rebuild the memory before step ``t[b]`` from the carried-in memory and the per-step trace.
+
+        Keys and values are re-projected from the stop-gradient layer inputs, so when called
+        with gradients on, the projection weights get the gradient through memory as in
+        Transformer-XL's training (only the cached states themselves are constants).
+        """
+        m = self.memory_length
+        b = t.shape[0]
+        stream = torch.cat(
+            (initial.hidden, trace.hidden.permute(1, 2, 0, 3)), dim=2
+        )  # (B, L, M+T, D)
+        slots = t[:, None] + torch.arange(m, device=t.device)[None, :]  # (B, M) positions in stream
+        index = slots[:, None, :, None].expand(b, stream.shape[1], m, stream.shape[3])
+        hidden = stream.gather(2, index).detach()  # (B, L, M, D)
+
+        starts = episode_starts.transpose(0, 1)  # (T, B) -> (B, T)
+        step_episode = starts.long().cumsum(dim=1)  # (B, T)
+        stream_episode = torch.cat(
+            (torch.where(initial.valid, 0, -1), step_episode), dim=1
+        )  # (B, M+T)
+        # The state before step t belongs to the episode of step t-1 (episode 0 before step 0).
+        before = torch.cat((torch.zeros_like(step_episode[:, :1]), step_episode), dim=1)  # (B, T+1)
+        query_episode = before.gather(1, t[:, None])  # (B, 1)
+        valid = stream_episode.gather(1, slots) == query_episode  # (B, M)
+
+        keys, values = [], []
+        for layer, block in enumerate(self.blocks):
+            k_l, v_l = block.attention.project_memory(block.attention_input(hidden[:, layer]))
+            keys.append(k_l)
+            values.append(v_l)
+        return TrXLState(hidden, torch.stack(keys, dim=1), torch.stack(values, dim=1), valid)
+
+
+def _factory(order: str) -> Callable[[TrXLConfig], TransformerXL]:
+    def build(config: TrXLConfig) -> TransformerXL:
+        if order == "trxl" and config.gate is not None:
+            raise ValueError(
+                "backbone 'trxl' has no gates (post-LayerNorm residuals); use 'gtrxl' to choose a gate"
+            )
+        if order == "trxl_i" and config.gate not in (None, "residual"):
+            raise ValueError(
+                f"backbone 'trxl_i' uses the plain residual; for gate {config.gate!r} use backbone 'gtrxl'"
+            )
+        return TransformerXL(config, order)
+
+    return build
+
+
+for _order in ("gtrxl", "trxl_i", "trxl"):
+    register_backbone(_order, TrXLConfig)(_factory(_order))
