@@ -46,7 +46,9 @@ def _demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="txrl", description="Transformer memory for RL agents.")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="build a memory backbone and step it, checking step == sequence")
+    demo = commands.add_parser(
+        "demo", help="build a memory backbone and step it, checking step == sequence"
+    )
     demo.add_argument("--backbone", default="gtrxl")
     demo.add_argument("--memory-length", type=int, default=16)
     demo.add_argument("--steps", type=int, default=64)

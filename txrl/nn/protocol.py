@@ -174,4 +174,4 @@ def build_config(config_cls: type, kwargs: dict[str, Any], *, what: str) -> Any:
 
 def _load_builtin() -> None:
     # The built-in backbones register themselves on import.
-    from txrl.nn import rnn, trxl  # noqa: F401
+    from txrl.nn import rnn, trxl, variants  # noqa: F401

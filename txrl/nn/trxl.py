@@ -34,6 +34,7 @@ from torch import nn
 from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.gates import GATE_NAMES, make_gate
 from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
+from txrl.nn.window import next_valid, slide, window_at, window_mask
 
 
 class TrXLState(NamedTuple):
@@ -224,17 +225,7 @@ class TransformerXL(Backbone):
         t, m = x.shape[0], self.memory_length
         k = m + t
         h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
-        starts = episode_starts.transpose(0, 1)  # (T, B) -> (B, T)
-
-        # Episode ids: memory slots are episode 0 when valid, -1 otherwise; each start opens a new one.
-        step_episode = starts.long().cumsum(dim=1)  # (B, T)
-        memory_episode = torch.where(state.valid, 0, -1)  # (B, M)
-        key_episode = torch.cat((memory_episode, step_episode), dim=1)  # (B, K)
-        same_episode = key_episode[:, None, :] == step_episode[:, :, None]  # (B, T, K)
-        # Sliding window: query i sits at position M + i and sees keys at distances 0..M.
-        query_pos = torch.arange(t, device=x.device)[:, None] + m
-        distance = query_pos - torch.arange(k, device=x.device)[None, :]  # (T, K)
-        allowed = same_episode & ((distance >= 0) & (distance <= m))[None]  # (B, T, K)
+        allowed = window_mask(state.valid, episode_starts, m)  # (B, T, K)
 
         step_stats: dict[str, torch.Tensor] | None = {} if stats else None
         out_stats: dict[str, torch.Tensor] = {}
@@ -247,25 +238,21 @@ class TransformerXL(Backbone):
             values = torch.cat((state.values[:, layer], v_new), dim=1)  # (B, K, D)
             h = block(h, z, keys, values, allowed, step_stats)
             new_keys.append(keys[:, k - m :].detach())  # (B, M, D): the last M positions
-            new_values.append(values[:, k - m :].detach())
+            new_values.append(values[:, k - m :].detach())  # (B, M, D)
             if step_stats is not None:
                 out_stats.update({f"layer{layer}/{name}": v for name, v in step_stats.items()})
 
         hidden_steps = torch.stack(layer_inputs, dim=1)  # (B, L, T, D)
-        hidden = torch.cat((state.hidden, hidden_steps), dim=2)[:, :, k - m :]  # (B, L, M, D)
-        # Validity as seen from the step after the last one (a start there clears it anyway).
-        valid = (key_episode == step_episode[:, -1:])[:, k - m :]  # (B, M)
         new_state = TrXLState(
-            hidden=hidden.detach(),
+            hidden=slide(state.hidden, hidden_steps, dim=2),  # (B, L, M, D)
             keys=torch.stack(new_keys, dim=1),
             values=torch.stack(new_values, dim=1),
-            valid=valid,
+            valid=next_valid(state.valid, episode_starts),  # seen from the step after the last
         )
         if stats:
             out_stats["memory_in_use"] = state.valid.float().mean() if m else torch.zeros(())
-        step_trace = (
-            TrXLTrace(hidden=hidden_steps.permute(2, 0, 1, 3)) if trace else None
-        )  # (T, B, L, D)
+        # (B, L, T, D) -> (T, B, L, D)
+        step_trace = TrXLTrace(hidden=hidden_steps.permute(2, 0, 1, 3)) if trace else None
         return BackboneOutput(h.transpose(0, 1), new_state, step_trace, {}, out_stats)
 
     def state_at(
@@ -277,25 +264,11 @@ class TransformerXL(Backbone):
         with gradients on, the projection weights get the gradient through memory as in
         Transformer-XL's training (only the cached states themselves are constants).
         """
-        m = self.memory_length
-        b = t.shape[0]
-        stream = torch.cat(
-            (initial.hidden, trace.hidden.permute(1, 2, 0, 3)), dim=2
-        )  # (B, L, M+T, D)
-        slots = t[:, None] + torch.arange(m, device=t.device)[None, :]  # (B, M) positions in stream
-        index = slots[:, None, :, None].expand(b, stream.shape[1], m, stream.shape[3])
-        hidden = stream.gather(2, index).detach()  # (B, L, M, D)
-
-        starts = episode_starts.transpose(0, 1)  # (T, B) -> (B, T)
-        step_episode = starts.long().cumsum(dim=1)  # (B, T)
-        stream_episode = torch.cat(
-            (torch.where(initial.valid, 0, -1), step_episode), dim=1
-        )  # (B, M+T)
-        # The state before step t belongs to the episode of step t-1 (episode 0 before step 0).
-        before = torch.cat((torch.zeros_like(step_episode[:, :1]), step_episode), dim=1)  # (B, T+1)
-        query_episode = before.gather(1, t[:, None])  # (B, 1)
-        valid = stream_episode.gather(1, slots) == query_episode  # (B, M)
-
+        # (B, L, M, D) <-> window entries (B, M, L, D)
+        hidden, valid = window_at(
+            initial.hidden.transpose(1, 2), trace.hidden, initial.valid, episode_starts, t
+        )
+        hidden = hidden.transpose(1, 2)  # (B, M, L, D) -> (B, L, M, D)
         keys, values = [], []
         for layer, block in enumerate(self.blocks):
             k_l, v_l = block.attention.project_memory(block.attention_input(hidden[:, layer]))

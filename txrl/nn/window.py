@@ -1,0 +1,81 @@
+"""Sliding-window memory mechanics shared by every backbone whose memory is "the last M steps".
+
+Legend: B envs, T steps, M slots. A window memory keeps, per env, M per-step entries (oldest
+first) and a ``valid`` mask; a rollout's trace keeps one entry per step. These helpers build
+the attention mask of a sequence and rebuild the window before any step of a rollout.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def episode_ids(
+    valid: torch.Tensor, episode_starts: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Episode ids of memory slots and steps, so "same episode" is an equality test.
+
+    ``valid`` (B, M) bool, ``episode_starts`` (T, B) bool -> memory ids (B, M) (0 when valid,
+    -1 otherwise) and step ids (B, T) (each start opens a new episode).
+    """
+    step_episode = episode_starts.transpose(0, 1).long().cumsum(dim=1)  # (B, T)
+    memory_episode = torch.where(valid, 0, -1)  # (B, M)
+    return memory_episode, step_episode
+
+
+def window_mask(valid: torch.Tensor, episode_starts: torch.Tensor, window: int) -> torch.Tensor:
+    """Which keys each step may attend to: the last ``window`` steps of its own episode and itself.
+
+    Keys are the M memory slots followed by the T steps. ``valid`` (B, M), ``episode_starts``
+    (T, B) -> (B, T, M+T) bool. Step i sits at key position M + i.
+    """
+    memory_episode, step_episode = episode_ids(valid, episode_starts)
+    m, t = valid.shape[1], episode_starts.shape[0]
+    key_episode = torch.cat((memory_episode, step_episode), dim=1)  # (B, K)
+    same_episode = key_episode[:, None, :] == step_episode[:, :, None]  # (B, T, K)
+    distance = (
+        torch.arange(t, device=valid.device)[:, None]
+        + m
+        - torch.arange(m + t, device=valid.device)[None, :]
+    )
+    return same_episode & ((distance >= 0) & (distance <= window))[None]
+
+
+def next_valid(valid: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tensor:
+    """Validity of the last M of the M+T positions, seen from the step after the sequence -> (B, M)."""
+    memory_episode, step_episode = episode_ids(valid, episode_starts)
+    key_episode = torch.cat((memory_episode, step_episode), dim=1)  # (B, M+T)
+    m = valid.shape[1]
+    return (key_episode == step_episode[:, -1:])[:, key_episode.shape[1] - m :]
+
+
+def slide(memory: torch.Tensor, steps: torch.Tensor, dim: int) -> torch.Tensor:
+    """The last M entries of ``cat(memory, steps)`` along ``dim`` (M = memory.shape[dim], may be 0)."""
+    joined = torch.cat((memory, steps), dim=dim)
+    return joined.narrow(dim, joined.shape[dim] - memory.shape[dim], memory.shape[dim])
+
+
+def window_at(
+    initial: torch.Tensor,
+    steps: torch.Tensor,
+    initial_valid: torch.Tensor,
+    episode_starts: torch.Tensor,
+    t: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The window in force before step ``t[b]`` of a rollout (before any reset at that step).
+
+    ``initial`` (B, M, ...) entries at the rollout's start, ``steps`` (T, B, ...) one entry per
+    step, ``initial_valid`` (B, M), ``episode_starts`` (T, B), ``t`` (B,) long in [0, T).
+    Returns the entries (B, M, ...), detached, and their validity (B, M).
+    """
+    b, m = initial_valid.shape
+    stream = torch.cat((initial, steps.transpose(0, 1)), dim=1)  # (B, M+T, ...)
+    slots = t[:, None] + torch.arange(m, device=t.device)[None, :]  # (B, M) positions in the stream
+    index = slots.view(b, m, *([1] * (stream.dim() - 2))).expand(b, m, *stream.shape[2:])
+    entries = stream.gather(1, index).detach()
+    memory_episode, step_episode = episode_ids(initial_valid, episode_starts)
+    stream_episode = torch.cat((memory_episode, step_episode), dim=1)  # (B, M+T)
+    # the state before step t belongs to the episode of step t-1 (episode 0 before step 0)
+    before = torch.cat((torch.zeros_like(step_episode[:, :1]), step_episode), dim=1)  # (B, T+1)
+    valid = stream_episode.gather(1, slots) == before.gather(1, t[:, None])
+    return entries, valid
