@@ -20,6 +20,8 @@ inside. Learners that train on segments of a rollout also use:
 * :meth:`Backbone.state_at`: rebuilds the state that was in force before step t of a
   rollout from the state at its start and its trace, so a training segment that starts at
   t sees exactly the memory its acting steps saw;
+* :meth:`Backbone.refresh_state`: recomputes caches derived from the parameters (TrXL's
+  memory keys and values) after an update;
 * ``BackboneOutput.aux_losses``: named auxiliary losses (e.g. an adaptive span's L1
   penalty) that a learner adds with its own coefficients; ``stats`` holds diagnostics.
 """
@@ -89,6 +91,14 @@ class Backbone(nn.Module, abc.ABC):
         del initial, episode_starts
         batch = torch.arange(t.shape[0], device=t.device)
         return type(trace)(*(field[t, batch] for field in trace))
+
+    def refresh_state(self, state: Any) -> Any:
+        """Recompute whatever the state caches from the parameters (after a parameter update).
+
+        Learners call it before each rollout, so acting and training use the current weights
+        on the carried memory. The default has no such cache and returns ``state``.
+        """
+        return state
 
     def check_inputs(self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor) -> None:
         """Raise a ValueError naming the problem when the inputs do not fit the protocol."""

@@ -58,6 +58,11 @@ def state_from_numpy(template: S, arrays: tuple[Any, ...], device: torch.device 
     fields = []
     for name, ref, arr in zip(template._fields, template, arrays, strict=True):  # type: ignore[attr-defined]
         tensor = torch.as_tensor(np.asarray(arr), device=device)
+        if tensor.shape[:1] != ref.shape[:1]:
+            raise ValueError(
+                f"state field {name!r} holds {tensor.shape[0] if tensor.dim() else 0} envs but the observation batch "
+                f"has {ref.shape[0]}: pass the state returned for the same number of observations"
+            )
         if tensor.shape[1:] != ref.shape[1:] or tensor.dtype != ref.dtype:
             raise ValueError(
                 f"state field {name!r} must have shape (n_envs, {', '.join(map(str, ref.shape[1:]))}) "

@@ -269,9 +269,18 @@ class TransformerXL(Backbone):
             initial.hidden.transpose(1, 2), trace.hidden, initial.valid, episode_starts, t
         )
         hidden = hidden.transpose(1, 2)  # (B, M, L, D) -> (B, L, M, D)
+        return self._with_projections(hidden, valid)
+
+    def refresh_state(self, state: TrXLState) -> TrXLState:
+        """Re-project the cached keys and values of the memory with the current weights."""
+        return self._with_projections(state.hidden, state.valid)
+
+    def _with_projections(self, hidden: torch.Tensor, valid: torch.Tensor) -> TrXLState:
         keys, values = [], []
         for layer, block in enumerate(self.blocks):
-            k_l, v_l = block.attention.project_memory(block.attention_input(hidden[:, layer]))
+            k_l, v_l = block.attention.project_memory(
+                block.attention_input(hidden[:, layer])
+            )  # (B, M, D)
             keys.append(k_l)
             values.append(v_l)
         return TrXLState(hidden, torch.stack(keys, dim=1), torch.stack(values, dim=1), valid)

@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Learner parts shared by the algorithms: rollout storage with memory streams, losses."""

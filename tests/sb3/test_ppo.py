@@ -1,0 +1,291 @@
+"""MemoryPPO: exactness of segment training, memory across rollouts, the SB3 contract."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import txrl.envs  # noqa: F401 - registers the tasks
+from gymnasium import spaces
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+from txrl import MemoryPPO
+
+TINY = {"d_model": 16, "n_layers": 2, "n_heads": 2, "memory_length": 6, "net_arch": [16]}
+TINY_RNN = {"hidden_size": 16, "net_arch": [16]}
+
+
+def tmaze_env(n_envs: int = 2, length: int = 3, seed: int = 0) -> DummyVecEnv:
+    env = DummyVecEnv([lambda: Monitor(gym.make("txrl/TMazePassive-v0", length=length))] * n_envs)
+    env.seed(seed)
+    return env
+
+
+def tiny_kwargs(policy: str) -> dict:
+    return dict(TINY_RNN) if ("Lstm" in policy or "Gru" in policy) else dict(TINY)
+
+
+def collect_one_rollout(model: MemoryPPO) -> None:
+    callback = model._init_callback(None)
+    assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
+
+
+@pytest.mark.parametrize(
+    "policy", ["MlpGTrXLPolicy", "MlpTrXLIPolicy", "MlpTrXLPolicy", "MlpLstmPolicy", "MlpGruPolicy"]
+)
+def test_training_pass_reproduces_acting(policy: str) -> None:
+    n_envs, n_steps = 2, 24
+    model = MemoryPPO(
+        policy,
+        tmaze_env(n_envs),
+        n_steps=n_steps,
+        batch_size=n_steps * n_envs,  # one minibatch: its first pass comes before any gradient step
+        segment_length=8,
+        n_epochs=1,
+        policy_kwargs=tiny_kwargs(policy),
+        seed=0,
+    )
+    model.learn(
+        3 * n_steps * n_envs
+    )  # three rollouts: memory carried across, weights updated in between
+    assert model.logger.name_to_value["train/approx_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert model.logger.name_to_value["train/clip_fraction"] == 0.0
+
+    collect_one_rollout(model)  # memory carried in from the previous rollout, updated weights
+    buffer = model.rollout_buffer
+    assert buffer.episode_starts[1:].any(), (
+        "episodes must end inside the rollout for this test to bite"
+    )
+    model.policy.set_training_mode(True)
+    batch = buffer.all_segments(model.policy.backbone, model.segment_length)
+    values, log_prob, _, _, _ = model.evaluate_batch(batch)
+    assert (log_prob - batch.old_log_prob.flatten()).abs().max().item() <= 1e-5
+    assert (values - batch.old_values.flatten()).abs().max().item() <= 1e-5
+
+
+def test_memory_persists_across_rollouts_and_learn_calls() -> None:
+    model = MemoryPPO(
+        "MlpGTrXLPolicy",
+        tmaze_env(2, length=10),
+        n_steps=8,
+        batch_size=16,
+        segment_length=4,
+        policy_kwargs=TINY,
+        seed=0,
+    )
+    model.learn(16)
+    memory = model.get_memory()
+    assert memory is not None and memory[-1].any(), "some slots must be in use after a rollout"
+    model.learn(16, reset_num_timesteps=False)
+    # the buffer's carried-in memory is what the previous rollout left (re-projected keys aside)
+    carried = model.rollout_buffer.initial_memory
+    assert np.array_equal(carried.hidden.numpy(), memory[0])
+    assert np.array_equal(carried.valid.numpy(), memory[-1])
+
+
+def test_buffer_bytes_grow_with_layers_times_width_not_memory() -> None:
+    sizes = {}
+    for memory_length in (8, 64):
+        kwargs = dict(TINY, memory_length=memory_length)
+        model = MemoryPPO(
+            "MlpGTrXLPolicy",
+            tmaze_env(2),
+            n_steps=64,
+            batch_size=64,
+            segment_length=16,
+            n_epochs=1,
+            policy_kwargs=kwargs,
+        )
+        model.learn(128)
+        trace = model.rollout_buffer.trace
+        sizes[memory_length] = trace.hidden[0, 0].numel()
+    assert sizes[8] == sizes[64] == TINY["n_layers"] * TINY["d_model"]
+
+
+def test_save_load_predict_identical(tmp_path) -> None:
+    env = tmaze_env(2)
+    model = MemoryPPO(
+        "MlpGTrXLPolicy",
+        env,
+        n_steps=16,
+        batch_size=32,
+        segment_length=8,
+        policy_kwargs=dict(TINY, gate="highway", gate_bias=1.5),
+        seed=1,
+    )
+    model.learn(64)
+    model.save(tmp_path / "model.zip")
+    loaded = MemoryPPO.load(tmp_path / "model.zip")
+    assert loaded.policy.backbone_settings == model.policy.backbone_settings
+    assert loaded.get_memory() is None, "the live memory is not part of a saved model"
+    obs = env.reset()
+    state_a = state_b = None
+    starts = np.ones(2, dtype=bool)
+    for _ in range(6):
+        act_a, state_a = model.predict(obs, state=state_a, episode_start=starts, deterministic=True)
+        act_b, state_b = loaded.predict(
+            obs, state=state_b, episode_start=starts, deterministic=True
+        )
+        assert np.array_equal(act_a, act_b)
+        for a, b in zip(state_a, state_b, strict=True):
+            assert np.allclose(a, b, atol=1e-6)
+        obs, _, starts, _ = env.step(act_a)
+
+
+def test_predict_state_is_sized_from_the_observation_batch() -> None:
+    model = MemoryPPO(
+        "MlpGTrXLPolicy",
+        tmaze_env(2),
+        policy_kwargs=TINY,
+        n_steps=16,
+        batch_size=16,
+        segment_length=8,
+    )
+    single = np.zeros(3, dtype=np.float32)
+    action, state = model.predict(single)
+    assert np.shape(action) == () and all(s.shape[0] == 1 for s in state)
+    batch = np.zeros((5, 3), dtype=np.float32)
+    actions, state = model.predict(batch, state=None, episode_start=np.ones(5, dtype=bool))
+    assert actions.shape == (5,) and all(s.shape[0] == 5 for s in state)
+    with pytest.raises(ValueError, match="holds 5 envs but the observation batch has 4"):
+        model.predict(np.zeros((4, 3), dtype=np.float32), state=state)
+
+
+def test_evaluate_policy_and_vecnormalize() -> None:
+    env = VecNormalize(tmaze_env(2), norm_reward=False)
+    model = MemoryPPO(
+        "MlpTrXLIPolicy", env, n_steps=16, batch_size=32, segment_length=8, policy_kwargs=TINY
+    )
+    model.learn(32)
+    env.training = False
+    mean_reward, std_reward = evaluate_policy(model, env, n_eval_episodes=4)
+    assert np.isfinite(mean_reward) and np.isfinite(std_reward)
+
+
+class _SpacesEnv(gym.Env):
+    """A random env with a chosen observation and action space."""
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self._t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        self._t = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        assert self.action_space.contains(
+            np.asarray(action, dtype=self.action_space.dtype).reshape(self.action_space.shape)
+            if self.action_space.shape
+            else action
+        )
+        self._t += 1
+        return self.observation_space.sample(), 1.0, self._t >= 5, False, {}
+
+
+IMAGE = spaces.Box(0, 255, (7, 7, 3), dtype=np.uint8)
+OBS_SPACES = {
+    "box": ("Mlp", spaces.Box(-1, 1, (4,), dtype=np.float32)),
+    "image": ("Cnn", IMAGE),
+    "dict": (
+        "MultiInput",
+        spaces.Dict({"image": IMAGE, "vec": spaces.Box(-1, 1, (2,), dtype=np.float32)}),
+    ),
+    "multidiscrete": ("Mlp", spaces.MultiDiscrete([3, 4])),
+}
+ACTION_SPACES = {
+    "discrete": spaces.Discrete(3),
+    "multidiscrete": spaces.MultiDiscrete([2, 3]),
+    "box": spaces.Box(-1, 1, (2,), dtype=np.float32),
+}
+
+
+@pytest.mark.parametrize("obs_kind", list(OBS_SPACES))
+@pytest.mark.parametrize("action_kind", list(ACTION_SPACES))
+def test_spaces_run(obs_kind: str, action_kind: str) -> None:
+    prefix, obs_space = OBS_SPACES[obs_kind]
+    env = DummyVecEnv([lambda: _SpacesEnv(obs_space, ACTION_SPACES[action_kind])] * 2)
+    model = MemoryPPO(
+        f"{prefix}GTrXLPolicy",
+        env,
+        n_steps=8,
+        batch_size=16,
+        segment_length=4,
+        n_epochs=1,
+        policy_kwargs=TINY,
+    )
+    model.learn(16)
+    obs = env.reset()
+    actions, _ = model.predict(obs)
+    assert len(actions) == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"policy_kwargs": {"memory_lenght": 4}},
+            "unknown policy_kwargs 'memory_lenght'; valid keys: .*memory_length",
+        ),
+        ({"policy_kwargs": {"gate": "lstm"}}, "valid gates"),
+        ({"n_steps": 8, "segment_length": 16}, "must be a multiple of segment_length"),
+        (
+            {"batch_size": 20, "segment_length": 8, "n_steps": 16},
+            "batch_size .* must be a multiple of segment_length",
+        ),
+        ({"policy_kwargs": {"backbone": "transformerxl"}}, "valid backbones"),
+    ],
+)
+def test_bad_settings_are_named(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        MemoryPPO("MlpMemoryPolicy", tmaze_env(1), **kwargs)
+
+
+def test_unsupported_observation_space_is_named() -> None:
+    env = DummyVecEnv(
+        [
+            lambda: _SpacesEnv(
+                spaces.Tuple((spaces.Discrete(2), spaces.Discrete(3))), spaces.Discrete(2)
+            )
+        ]
+    )
+    with pytest.raises(ValueError, match="unsupported observation space"):
+        MemoryPPO("MlpGTrXLPolicy", env)
+
+
+def test_tensorboard_run_name_and_diagnostics(tmp_path) -> None:
+    model = MemoryPPO(
+        "MlpGTrXLPolicy",
+        tmaze_env(2),
+        n_steps=16,
+        batch_size=32,
+        segment_length=8,
+        policy_kwargs=TINY,
+        tensorboard_log=str(tmp_path),
+    )
+    model.learn(64)
+    assert (tmp_path / "MemoryPPO_1").is_dir()
+    logged = model.logger.name_to_value
+    assert 0.0 <= logged["memory/layer0/gate_attention"] <= 1.0
+    assert logged["memory/layer1/attention_entropy"] >= 0.0
+    assert 0.0 <= logged["memory/memory_in_use"] <= 1.0
+
+
+def test_generic_memory_policy_takes_any_backbone() -> None:
+    model = MemoryPPO(
+        "MlpMemoryPolicy",
+        tmaze_env(1),
+        n_steps=8,
+        batch_size=8,
+        segment_length=4,
+        policy_kwargs={"backbone": "gru", "hidden_size": 8},
+    )
+    model.learn(8)
+    assert model.policy.backbone_name == "gru"
+    assert isinstance(model.policy.backbone.rnn, torch.nn.GRU)

@@ -1,0 +1,357 @@
+"""The on-policy machinery shared by txrl's learners: memory across rollouts, segment training.
+
+``MemoryOnPolicyAlgorithm`` owns the loop (SB3's ``learn``), the rollout with each env's
+memory carried from step to step and from rollout to rollout, the rollout buffer with its
+memory streams, and the minibatch loop over segments. A learner (MemoryPPO, VMPO) supplies
+only its loss (:meth:`MemoryOnPolicyAlgorithm._loss`) and optional hooks around it.
+
+Legend: S steps per segment, G segments per minibatch, X = S * G transitions, B envs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.type_aliases import GymEnv, Schedule
+from stable_baselines3.common.utils import explained_variance, obs_as_tensor
+from stable_baselines3.common.vec_env import VecEnv
+
+from txrl.nn.state import index_state, state_from_numpy, state_to_numpy
+from txrl.rl.buffer import MemoryDictRolloutBuffer, MemoryRolloutBuffer, SegmentBatch
+from txrl.sb3.policies import POLICY_ALIASES, MemoryActorCriticPolicy
+
+SelfMemoryAlgorithm = TypeVar("SelfMemoryAlgorithm", bound="MemoryOnPolicyAlgorithm")
+
+SUPPORTED_OBSERVATION_SPACES = (
+    spaces.Box,
+    spaces.Discrete,
+    spaces.MultiDiscrete,
+    spaces.MultiBinary,
+    spaces.Dict,
+)
+SUPPORTED_ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
+    """SB3 on-policy algorithm whose policy has memory; subclasses define the loss.
+
+    :param segment_length: steps per training sequence (S); ``n_steps`` and ``batch_size``
+        must be multiples of it. A minibatch holds ``batch_size // segment_length`` segments.
+    :param aux_loss_coef: coefficient per named auxiliary loss a backbone reports
+        (e.g. ``{"span_l1": 1e-3}``); names not listed get coefficient 1.
+    """
+
+    policy: MemoryActorCriticPolicy
+    rollout_buffer: MemoryRolloutBuffer
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = POLICY_ALIASES  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        policy: str | type[MemoryActorCriticPolicy],
+        env: GymEnv | str,
+        *,
+        learning_rate: float | Schedule,
+        n_steps: int,
+        batch_size: int,
+        n_epochs: int,
+        segment_length: int,
+        gamma: float,
+        gae_lambda: float,
+        ent_coef: float,
+        vf_coef: float,
+        max_grad_norm: float,
+        aux_loss_coef: dict[str, float] | None,
+        stats_window_size: int,
+        tensorboard_log: str | None,
+        policy_kwargs: dict[str, Any] | None,
+        verbose: int,
+        seed: int | None,
+        device: torch.device | str,
+        _init_setup_model: bool,
+    ) -> None:
+        _check_policy_kwargs(policy, self.policy_aliases, policy_kwargs)
+        for name, value in (
+            ("n_steps", n_steps),
+            ("batch_size", batch_size),
+            ("n_epochs", n_epochs),
+        ):
+            if not isinstance(value, int | np.integer) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(segment_length, int | np.integer) or segment_length < 1:
+            raise ValueError(f"segment_length must be a positive int, got {segment_length!r}")
+        if n_steps < segment_length or n_steps % segment_length:
+            raise ValueError(
+                f"n_steps ({n_steps}) must be a multiple of segment_length ({segment_length}) and at least one segment; "
+                f"valid segment lengths for n_steps={n_steps}: {[s for s in range(1, n_steps + 1) if n_steps % s == 0]}"
+            )
+        if batch_size % segment_length:
+            raise ValueError(
+                f"batch_size ({batch_size}) must be a multiple of segment_length ({segment_length}): "
+                "a minibatch is a set of whole segments"
+            )
+        self.batch_size = int(batch_size)
+        self.n_epochs = int(n_epochs)
+        self.segment_length = int(segment_length)
+        self.aux_loss_coef = dict(aux_loss_coef or {})
+        self._memory: Any = None
+        self._shuffle_rng = np.random.default_rng(seed)
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            ent_coef=ent_coef,
+            vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+            use_sde=False,
+            sde_sample_freq=-1,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            seed=seed,
+            device=device,
+            _init_setup_model=False,
+            supported_action_spaces=SUPPORTED_ACTION_SPACES,
+        )
+        if _init_setup_model:
+            self._setup_model()
+
+    def _setup_model(self) -> None:
+        _check_observation_space(self.observation_space)
+        is_dict = isinstance(self.observation_space, spaces.Dict)
+        self.rollout_buffer_class = MemoryDictRolloutBuffer if is_dict else MemoryRolloutBuffer
+        super()._setup_model()
+
+    def _excluded_save_params(self) -> list[str]:
+        # the live memory belongs to the envs of this run, not to the model
+        return [*super()._excluded_save_params(), "_memory"]
+
+    # ------------------------------------------------------------------ memory
+
+    def get_memory(self) -> tuple[np.ndarray, ...] | None:
+        """Each env's live memory as numpy arrays (env on axis 0), e.g. for checkpoints."""
+        return None if self._memory is None else state_to_numpy(self._memory)
+
+    def set_memory(self, arrays: tuple[np.ndarray, ...]) -> None:
+        """Restore what :meth:`get_memory` returned."""
+        n_envs = self.n_envs
+        self._memory = state_from_numpy(
+            self.policy.initial_state(n_envs), tuple(arrays), self.device
+        )
+
+    def _live_memory(self, n_envs: int) -> Any:
+        """The memory the next rollout starts from, with caches refreshed for the current weights."""
+        if self._memory is None or self._memory[0].shape[0] != n_envs:
+            self._memory = self.policy.initial_state(n_envs)
+        with torch.no_grad():
+            self._memory = self.policy.backbone.refresh_state(self._memory)
+        return self._memory
+
+    # ------------------------------------------------------------------ rollout
+
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: Any,
+        rollout_buffer: MemoryRolloutBuffer,  # type: ignore[override]
+        n_rollout_steps: int,
+    ) -> bool:
+        """SB3's rollout loop, acting with each env's memory and storing the memory streams."""
+        assert self._last_obs is not None, "No previous observation was provided"
+        self.policy.set_training_mode(False)
+        n_steps = 0
+        rollout_buffer.reset()
+        memory = self._live_memory(env.num_envs)
+        rollout_buffer.set_initial_memory(memory)
+        callback.on_rollout_start()
+
+        while n_steps < n_rollout_steps:
+            with torch.no_grad():
+                obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
+                starts = torch.as_tensor(
+                    self._last_episode_starts, device=self.device
+                ).bool()  # (B,)
+                actions_t, values, log_probs, out = self.policy.act(obs_tensor, memory, starts)
+            memory = self._memory = out.state
+            actions = actions_t.cpu().numpy()
+            clipped_actions = actions
+            if isinstance(self.action_space, spaces.Box):
+                clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
+
+            new_obs, rewards, dones, infos = env.step(clipped_actions)
+            self.num_timesteps += env.num_envs
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+            self._update_info_buffer(infos, dones)
+            n_steps += 1
+            if isinstance(self.action_space, spaces.Discrete):
+                actions = actions.reshape(-1, 1)
+
+            # Truncated episodes bootstrap from the value of the final observation, computed
+            # with that env's memory (the final observation continues the same episode).
+            for idx, done in enumerate(dones):
+                if (
+                    done
+                    and infos[idx].get("terminal_observation") is not None
+                    and infos[idx].get("TimeLimit.truncated", False)
+                ):
+                    terminal_obs = self.policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
+                    no_start = torch.zeros(1, dtype=torch.bool, device=self.device)
+                    with torch.no_grad():
+                        terminal_value = self.policy.value_of(
+                            terminal_obs, index_state(memory, slice(idx, idx + 1)), no_start
+                        )
+                    rewards[idx] += self.gamma * terminal_value.item()
+
+            rollout_buffer.add(
+                self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs
+            )  # type: ignore[arg-type]
+            rollout_buffer.add_trace(out.trace)
+            self._last_obs = new_obs  # type: ignore[assignment]
+            self._last_episode_starts = dones
+
+        with torch.no_grad():
+            starts = torch.as_tensor(dones, device=self.device).bool()
+            values = self.policy.value_of(obs_as_tensor(new_obs, self.device), memory, starts)  # type: ignore[arg-type]
+        rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    # ------------------------------------------------------------------ training
+
+    def evaluate_batch(
+        self, batch: SegmentBatch, *, stats: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, Any, Any]:
+        """Recompute values, log-probs (X,) and the distribution of a minibatch of segments."""
+        s, g = batch.episode_starts.shape
+        obs = batch.observations
+        # (S, G, ...) -> (X, ...), time-major like the backbone's (T, B) layout
+        if isinstance(obs, dict):
+            flat_obs: Any = {k: v.reshape(s * g, *v.shape[2:]) for k, v in obs.items()}
+        else:
+            flat_obs = obs.reshape(s * g, *obs.shape[2:])
+        actions = batch.actions.reshape(s * g, -1)  # (S, G, A) -> (X, A)
+        if isinstance(self.action_space, spaces.Discrete):
+            actions = actions.long().flatten()  # (X,)
+        return self.policy.evaluate_sequences(
+            flat_obs, actions, batch.memory, batch.episode_starts, stats=stats
+        )
+
+    def _train_context(self) -> dict[str, Any]:
+        """Per-``train()`` constants computed once over the whole rollout (e.g. clip ranges)."""
+        return {}
+
+    def _loss(
+        self,
+        batch: SegmentBatch,
+        values: torch.Tensor,
+        log_prob: torch.Tensor,
+        entropy: torch.Tensor | None,
+        distribution: Any,
+        context: dict[str, Any],
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    def _stop_epoch(self, stats: dict[str, torch.Tensor]) -> bool:
+        """Whether to stop training on this rollout before the next gradient step."""
+        return False
+
+    def _after_gradient_step(self) -> None:
+        """Hook after each optimizer step (e.g. a target network's update)."""
+
+    def train(self) -> None:
+        """Minibatches of whole segments, each recomputed from the memory it had while acting."""
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        context = self._train_context()
+        segments_per_batch = max(1, self.batch_size // self.segment_length)
+        logged: dict[str, list[float]] = defaultdict(list)
+        diagnostics: dict[str, float] = {}
+        stopped = False
+        for _ in range(self.n_epochs):
+            for batch in self.rollout_buffer.segments(
+                self.policy.backbone,
+                self.segment_length,
+                segments_per_batch,
+                generator=self._shuffle_rng,
+            ):
+                want_stats = not diagnostics
+                values, log_prob, entropy, distribution, out = self.evaluate_batch(
+                    batch, stats=want_stats
+                )
+                loss, stats = self._loss(batch, values, log_prob, entropy, distribution, context)
+                for name, aux in out.aux_losses.items():
+                    loss = loss + self.aux_loss_coef.get(name, 1.0) * aux
+                    stats[f"train/aux/{name}"] = aux.detach()
+                if want_stats:
+                    diagnostics = {f"memory/{k}": float(v) for k, v in out.stats.items()} or {
+                        "memory/none": 0.0
+                    }
+                for key, value in stats.items():
+                    logged[key].append(float(value))
+                if self._stop_epoch(stats):
+                    stopped = True
+                    break
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+                self._after_gradient_step()
+                logged["train/loss"].append(float(loss.detach()))
+            if stopped:
+                break
+        self._n_updates += self.n_epochs
+        buffer = self.rollout_buffer
+        explained = explained_variance(buffer.values.flatten(), buffer.returns.flatten())
+        for key, values_logged in logged.items():
+            self.logger.record(key, float(np.mean(values_logged)))
+        for key, value in diagnostics.items():
+            if key != "memory/none":
+                self.logger.record(key, value)
+        self.logger.record("train/explained_variance", explained)
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record(
+            "train/memory_bytes_per_transition", buffer.trace_nbytes_per_transition()
+        )
+
+
+def _check_policy_kwargs(
+    policy: str | type[BasePolicy],
+    aliases: dict[str, type[BasePolicy]],
+    policy_kwargs: dict[str, Any] | None,
+) -> None:
+    if isinstance(policy, str):
+        if policy not in aliases:
+            raise ValueError(f"unknown policy {policy!r}; valid policies: {', '.join(aliases)}")
+        policy = aliases[policy]
+    if not isinstance(policy, type) or not issubclass(policy, MemoryActorCriticPolicy):
+        raise ValueError(
+            f"policy must be a txrl memory policy (a MemoryActorCriticPolicy), got {policy!r}"
+        )
+    valid = policy.valid_kwargs()
+    unknown = sorted(set(policy_kwargs or {}) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"unknown policy_kwargs {', '.join(map(repr, unknown))}; valid keys: {', '.join(valid)}"
+        )
+
+
+def _check_observation_space(space: spaces.Space) -> None:
+    inner = list(space.spaces.values()) if isinstance(space, spaces.Dict) else [space]
+    for sub in inner:
+        if isinstance(sub, spaces.Dict) or not isinstance(sub, SUPPORTED_OBSERVATION_SPACES):
+            raise ValueError(
+                f"unsupported observation space {space}; valid: Box (vectors or images), Discrete, MultiDiscrete, "
+                "MultiBinary, or a flat Dict of those (flatten Tuple spaces first, e.g. with gymnasium's FlattenObservation)"
+            )

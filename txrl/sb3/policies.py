@@ -1,0 +1,420 @@
+"""Stable-Baselines3 actor-critic policies whose trunk is any txrl memory backbone.
+
+observation -> features extractor -> backbone (memory, shared by actor and critic)
+-> SB3 ``MlpExtractor`` -> action distribution and value.
+
+Legend: T steps, B envs, X = T * B transitions, F features, D backbone width.
+The policy uses only the backbone protocol (:mod:`txrl.nn.protocol`); which memory model
+sits inside is a setting (``backbone=...``) with one alias class per built-in choice.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.preprocessing import is_image_space
+from stable_baselines3.common.torch_layers import (
+    BaseFeaturesExtractor,
+    FlattenExtractor,
+    MlpExtractor,
+    NatureCNN,
+)
+from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
+from torch import nn
+
+from txrl.nn.protocol import Backbone, BackboneOutput, make_backbone
+from txrl.nn.state import state_from_numpy, state_to_numpy
+
+BACKBONE_KEYS = (
+    "n_layers",
+    "d_model",
+    "n_heads",
+    "memory_length",
+    "gate",
+    "gate_bias",
+    "hidden_size",
+)
+
+
+class SmallCNN(BaseFeaturesExtractor):
+    """A CNN for small images such as MiniGrid's 7x7 views (NatureCNN needs >= 36 pixels).
+
+    Three 2x2 convolutions (as in the MiniGrid baselines) then a linear layer; images larger
+    than 16 pixels a side fall back to SB3's ``NatureCNN``.
+    """
+
+    def __init__(
+        self, observation_space: spaces.Box, features_dim: int = 128, normalized_image: bool = False
+    ) -> None:
+        super().__init__(observation_space, features_dim)
+        channels, height, width = (
+            observation_space.shape
+        )  # channel-first after SB3's VecTransposeImage
+        if min(height, width) > 16:
+            self.cnn: nn.Module = NatureCNN(observation_space, features_dim, normalized_image)
+            return
+        self.cnn = nn.Sequential(
+            nn.Conv2d(channels, 16, 2),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 2),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 2),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            n_flat = self.cnn(torch.zeros(1, channels, height, width)).shape[1]
+        self.cnn = nn.Sequential(self.cnn, nn.Linear(n_flat, features_dim), nn.ReLU())
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.cnn(observations)
+
+
+class MemoryCombinedExtractor(BaseFeaturesExtractor):
+    """Dict observations: :class:`SmallCNN` for image entries, flattening for the rest, concatenated."""
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        cnn_output_dim: int = 128,
+        normalized_image: bool = False,
+    ) -> None:
+        super().__init__(observation_space, features_dim=1)
+        extractors: dict[str, nn.Module] = {}
+        total = 0
+        for key, subspace in observation_space.spaces.items():
+            if is_image_space(subspace, normalized_image=normalized_image):
+                extractors[key] = SmallCNN(subspace, cnn_output_dim, normalized_image)  # type: ignore[arg-type]
+                total += cnn_output_dim
+            else:
+                extractor = FlattenExtractor(subspace)
+                extractors[key] = extractor
+                total += int(extractor.features_dim)
+        self.extractors = nn.ModuleDict(extractors)
+        self._features_dim = total
+
+    def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.cat(
+            [extractor(observations[key]) for key, extractor in self.extractors.items()], dim=1
+        )
+
+
+class MemoryActorCriticPolicy(ActorCriticPolicy):
+    """Actor-critic with a memory backbone between the features extractor and the heads.
+
+    :param backbone: a name from ``txrl.backbone_names()``; the alias classes set a default.
+    :param n_layers, d_model, n_heads, memory_length, gate, gate_bias, hidden_size: backbone
+        settings; ``None`` keeps the backbone's own default.
+    :param backbone_kwargs: further settings of the chosen backbone (e.g. a variant's own).
+    The other parameters are those of SB3's ``ActorCriticPolicy``; the features extractor is
+    always shared, since actor and critic share one memory.
+    """
+
+    default_backbone: ClassVar[str] = "gtrxl"
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        net_arch: list[int] | dict[str, list[int]] | None = None,
+        activation_fn: type[nn.Module] = nn.Tanh,
+        *,
+        backbone: str | None = None,
+        n_layers: int | None = None,
+        d_model: int | None = None,
+        n_heads: int | None = None,
+        memory_length: int | None = None,
+        gate: str | None = None,
+        gate_bias: float | None = None,
+        hidden_size: int | None = None,
+        backbone_kwargs: dict[str, Any] | None = None,
+        share_features_extractor: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if not share_features_extractor:
+            raise ValueError(
+                "memory policies share one features extractor and one memory between actor and critic"
+            )
+        given = {
+            "n_layers": n_layers,
+            "d_model": d_model,
+            "n_heads": n_heads,
+            "memory_length": memory_length,
+            "gate": gate,
+            "gate_bias": gate_bias,
+            "hidden_size": hidden_size,
+        }
+        self.backbone_name = backbone or self.default_backbone
+        self.backbone_settings = {k: v for k, v in given.items() if v is not None} | dict(
+            backbone_kwargs or {}
+        )
+        super().__init__(
+            observation_space, action_space, lr_schedule, net_arch, activation_fn, **kwargs
+        )
+
+    # ------------------------------------------------------------------ construction
+
+    def _build_mlp_extractor(self) -> None:
+        # called by ActorCriticPolicy._build once the features extractor exists
+        self.backbone: Backbone = make_backbone(
+            self.backbone_name, input_dim=int(self.features_dim), **self.backbone_settings
+        )
+        self.mlp_extractor = MlpExtractor(
+            self.backbone.output_dim,
+            net_arch=self.net_arch,
+            activation_fn=self.activation_fn,
+            device=self.device,
+        )
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        settings = dict(self.backbone_settings)
+        data["backbone"] = self.backbone_name
+        data["backbone_kwargs"] = {k: v for k, v in settings.items() if k not in BACKBONE_KEYS}
+        data.update({k: v for k, v in settings.items() if k in BACKBONE_KEYS})
+        return data
+
+    @classmethod
+    def valid_kwargs(cls) -> list[str]:
+        """Keyword arguments the policy accepts (for error messages on unknown ones)."""
+        own = [
+            p
+            for p in inspect.signature(MemoryActorCriticPolicy.__init__).parameters
+            if p not in ("self", "kwargs")
+        ]
+        base = [
+            p
+            for p in inspect.signature(ActorCriticPolicy.__init__).parameters
+            if p not in ("self",)
+        ]
+        hidden = {"observation_space", "action_space", "lr_schedule", "use_sde"}
+        return sorted({*own, *base} - hidden)
+
+    # ------------------------------------------------------------------ memory
+
+    def initial_state(self, n_envs: int) -> Any:
+        return self.backbone.initial_state(n_envs, device=self.device)
+
+    def _latent(
+        self,
+        obs: PyTorchObs,
+        state: Any,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool = False,
+        stats: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
+        """Features of X = T * B observations (time-major) through the memory -> (X, latent) x 2."""
+        t, b = episode_starts.shape
+        features = self.extract_features(obs, self.features_extractor)  # (X, F)
+        x = features.reshape(t, b, -1)  # (X, F) -> (T, B, F)
+        out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
+        latent = out.output.reshape(t * b, -1)  # (T, B, D) -> (X, D)
+        latent_pi, latent_vf = self.mlp_extractor(latent)
+        return latent_pi, latent_vf, out
+
+    def act(
+        self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, BackboneOutput]:
+        """One acting step for B envs: ``episode_starts`` (B,) bool -> actions, values (B, 1), log-probs (B,), output."""
+        latent_pi, latent_vf, out = self._latent(obs, state, episode_starts[None], trace=True)
+        distribution = self._get_action_dist_from_latent(latent_pi)
+        actions = distribution.get_actions(deterministic=deterministic)
+        log_prob = distribution.log_prob(actions)
+        values = self.value_net(latent_vf)
+        return actions.reshape((-1, *self.action_space.shape)), values, log_prob, out  # type: ignore[misc]
+
+    def value_of(self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor) -> torch.Tensor:
+        """Values (B, 1) of one step for B envs from ``state``."""
+        _, latent_vf, _ = self._latent(obs, state, episode_starts[None])
+        return self.value_net(latent_vf)
+
+    def evaluate_sequences(
+        self,
+        obs: PyTorchObs,
+        actions: torch.Tensor,
+        state: Any,
+        episode_starts: torch.Tensor,
+        *,
+        stats: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, Any, BackboneOutput]:
+        """Values, log-probs and entropies (X,) of T-step sequences of B envs, observations time-major.
+
+        Also returns the distribution (for losses that need it, e.g. V-MPO's KL) and the
+        backbone output (auxiliary losses and diagnostics).
+        """
+        latent_pi, latent_vf, out = self._latent(obs, state, episode_starts, stats=stats)
+        distribution = self._get_action_dist_from_latent(latent_pi)
+        log_prob = distribution.log_prob(actions)
+        values = self.value_net(latent_vf).flatten()
+        return values, log_prob, distribution.entropy(), distribution, out
+
+    # ------------------------------------------------------------------ SB3 entry points
+
+    def forward(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        raise NotImplementedError(
+            "a memory policy needs its memory state: use policy.act(obs, state, episode_starts) or model.predict(obs, state, episode_start)"
+        )
+
+    def predict(
+        self,
+        observation: np.ndarray | dict[str, np.ndarray],
+        state: tuple[np.ndarray, ...] | None = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
+        """SB3's recurrent ``predict``: the state is an opaque tuple of arrays, one row per observation."""
+        self.set_training_mode(False)
+        obs, vectorized = self.obs_to_tensor(observation)
+        n_envs = next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
+        template = self.initial_state(n_envs)
+        memory = template if state is None else state_from_numpy(template, state, self.device)
+        if episode_start is None:
+            starts = torch.zeros(n_envs, dtype=torch.bool, device=self.device)
+        else:
+            starts = (
+                torch.as_tensor(np.asarray(episode_start), device=self.device)
+                .reshape(n_envs)
+                .bool()
+            )
+        with torch.no_grad():
+            actions, _, _, out = self.act(obs, memory, starts, deterministic=deterministic)
+        actions_np = actions.cpu().numpy().reshape((-1, *self.action_space.shape))  # type: ignore[misc]
+        if isinstance(self.action_space, spaces.Box):
+            if self.squash_output:
+                actions_np = self.unscale_action(actions_np)
+            else:
+                actions_np = np.clip(actions_np, self.action_space.low, self.action_space.high)
+        if not vectorized:
+            actions_np = actions_np.squeeze(axis=0)
+        return actions_np, state_to_numpy(out.state)
+
+
+class MemoryActorCriticCnnPolicy(MemoryActorCriticPolicy):
+    """Image observations through :class:`SmallCNN` (works from 7x7 MiniGrid views up)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        features_extractor_class: type[BaseFeaturesExtractor] = SmallCNN,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
+
+
+class MemoryMultiInputPolicy(MemoryActorCriticPolicy):
+    """Dict observations through :class:`MemoryCombinedExtractor`."""
+
+    def __init__(
+        self,
+        *args: Any,
+        features_extractor_class: type[BaseFeaturesExtractor] = MemoryCombinedExtractor,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
+
+
+# One alias class per backbone and observation kind; ``*MemoryPolicy`` take ``backbone=...``.
+class MlpMemoryPolicy(MemoryActorCriticPolicy):
+    default_backbone = "gtrxl"
+
+
+class MlpGTrXLPolicy(MemoryActorCriticPolicy):
+    default_backbone = "gtrxl"
+
+
+class MlpTrXLIPolicy(MemoryActorCriticPolicy):
+    default_backbone = "trxl_i"
+
+
+class MlpTrXLPolicy(MemoryActorCriticPolicy):
+    default_backbone = "trxl"
+
+
+class MlpLstmPolicy(MemoryActorCriticPolicy):
+    default_backbone = "lstm"
+
+
+class MlpGruPolicy(MemoryActorCriticPolicy):
+    default_backbone = "gru"
+
+
+class CnnMemoryPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "gtrxl"
+
+
+class CnnGTrXLPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "gtrxl"
+
+
+class CnnTrXLIPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "trxl_i"
+
+
+class CnnTrXLPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "trxl"
+
+
+class CnnLstmPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "lstm"
+
+
+class CnnGruPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "gru"
+
+
+class MultiInputMemoryPolicy(MemoryMultiInputPolicy):
+    default_backbone = "gtrxl"
+
+
+class MultiInputGTrXLPolicy(MemoryMultiInputPolicy):
+    default_backbone = "gtrxl"
+
+
+class MultiInputTrXLIPolicy(MemoryMultiInputPolicy):
+    default_backbone = "trxl_i"
+
+
+class MultiInputTrXLPolicy(MemoryMultiInputPolicy):
+    default_backbone = "trxl"
+
+
+class MultiInputLstmPolicy(MemoryMultiInputPolicy):
+    default_backbone = "lstm"
+
+
+class MultiInputGruPolicy(MemoryMultiInputPolicy):
+    default_backbone = "gru"
+
+
+POLICY_ALIASES: dict[str, type[MemoryActorCriticPolicy]] = {
+    cls.__name__: cls
+    for cls in (
+        MlpMemoryPolicy,
+        MlpGTrXLPolicy,
+        MlpTrXLIPolicy,
+        MlpTrXLPolicy,
+        MlpLstmPolicy,
+        MlpGruPolicy,
+        CnnMemoryPolicy,
+        CnnGTrXLPolicy,
+        CnnTrXLIPolicy,
+        CnnTrXLPolicy,
+        CnnLstmPolicy,
+        CnnGruPolicy,
+        MultiInputMemoryPolicy,
+        MultiInputGTrXLPolicy,
+        MultiInputTrXLIPolicy,
+        MultiInputTrXLPolicy,
+        MultiInputLstmPolicy,
+        MultiInputGruPolicy,
+    )
+}

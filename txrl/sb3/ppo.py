@@ -1,0 +1,160 @@
+"""MemoryPPO: PPO (Schulman et al. 2017) whose policy carries per-env transformer memory.
+
+The rollout, the memory streams and the segment minibatches come from
+:class:`txrl.sb3.common.MemoryOnPolicyAlgorithm`; this module adds only PPO's loss
+(:func:`txrl.rl.ppo_loss.ppo_loss`), its clip-range schedules and its KL early stop.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import torch
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.utils import FloatSchedule
+
+from txrl.rl.buffer import SegmentBatch
+from txrl.rl.ppo_loss import ppo_loss
+from txrl.sb3.common import MemoryOnPolicyAlgorithm
+from txrl.sb3.policies import MemoryActorCriticPolicy
+
+SelfMemoryPPO = TypeVar("SelfMemoryPPO", bound="MemoryPPO")
+
+
+class MemoryPPO(MemoryOnPolicyAlgorithm):
+    """PPO with a memory policy (GTrXL by default), usable like any SB3 algorithm.
+
+    >>> model = MemoryPPO("MlpGTrXLPolicy", "txrl/TMazePassive-v0", policy_kwargs=dict(memory_length=32))
+    >>> model.learn(10_000)
+
+    Parameters are SB3 PPO's, plus ``segment_length`` (steps per training sequence) and
+    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`). Policies: ``Mlp|Cnn|MultiInput``
+    + ``GTrXL|TrXLI|TrXL|Lstm|Gru|Memory`` + ``Policy``; the ``*MemoryPolicy`` ones take
+    ``policy_kwargs=dict(backbone=<name>)`` for any registered backbone.
+    """
+
+    def __init__(
+        self,
+        policy: str | type[MemoryActorCriticPolicy],
+        env: GymEnv | str,
+        learning_rate: float | Schedule = 3e-4,
+        n_steps: int = 128,
+        batch_size: int = 256,
+        n_epochs: int = 4,
+        segment_length: int = 32,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: float | Schedule = 0.2,
+        clip_range_vf: float | Schedule | None = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        target_kl: float | None = None,
+        aux_loss_coef: dict[str, float] | None = None,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: torch.device | str = "auto",
+        _init_setup_model: bool = True,
+    ) -> None:
+        self.clip_range = clip_range
+        self.clip_range_vf = clip_range_vf
+        self.normalize_advantage = normalize_advantage
+        self.target_kl = target_kl
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            batch_size=batch_size,
+            n_epochs=n_epochs,
+            segment_length=segment_length,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            ent_coef=ent_coef,
+            vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+            aux_loss_coef=aux_loss_coef,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            seed=seed,
+            device=device,
+            _init_setup_model=_init_setup_model,
+        )
+
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        self.clip_range = FloatSchedule(self.clip_range)
+        if self.clip_range_vf is not None:
+            if isinstance(self.clip_range_vf, float | int) and self.clip_range_vf <= 0:
+                raise ValueError(
+                        f"clip_range_vf must be positive or None, got {self.clip_range_vf}"
+                    )
+            self.clip_range_vf = FloatSchedule(self.clip_range_vf)
+
+    def _train_context(self) -> dict[str, Any]:
+        progress = self._current_progress_remaining
+        clip_range = self.clip_range(progress)  # type: ignore[operator]
+        clip_range_vf = self.clip_range_vf(progress) if self.clip_range_vf is not None else None  # type: ignore[operator]
+        self.logger.record("train/clip_range", clip_range)
+        if clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", clip_range_vf)
+        return {"clip_range": clip_range, "clip_range_vf": clip_range_vf}
+
+    def _loss(
+        self,
+        batch: SegmentBatch,
+        values: torch.Tensor,
+        log_prob: torch.Tensor,
+        entropy: torch.Tensor | None,
+        distribution: Any,
+        context: dict[str, Any],
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        advantages = batch.advantages.flatten()  # (S, G) -> (X,)
+        if self.normalize_advantage and advantages.numel() > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        return ppo_loss(
+            log_prob=log_prob,
+            old_log_prob=batch.old_log_prob.flatten(),
+            advantages=advantages,
+            values=values,
+            old_values=batch.old_values.flatten(),
+            returns=batch.returns.flatten(),
+            entropy=entropy,
+            clip_range=context["clip_range"],
+            clip_range_vf=context["clip_range_vf"],
+            ent_coef=self.ent_coef,
+            vf_coef=self.vf_coef,
+        )
+
+    def _stop_epoch(self, stats: dict[str, torch.Tensor]) -> bool:
+        if self.target_kl is not None and float(stats["train/approx_kl"]) > 1.5 * self.target_kl:
+            if self.verbose >= 1:
+                print(
+                    f"Early stopping at step {self._n_updates} due to reaching max kl: {float(stats['train/approx_kl']):.2f}"
+                )
+            return True
+        return False
+
+    def learn(
+        self: SelfMemoryPPO,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str = "MemoryPPO",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfMemoryPPO:
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
