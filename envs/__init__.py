@@ -1,1 +1,64 @@
-"""Memory tasks."""
+"""Memory tasks for comparing memory architectures: tasks where memory is the difficulty.
+
+Importing ``txrl.envs`` registers these Gymnasium ids (:func:`register_envs`, idempotent):
+
+* ``txrl/TMaze-v0`` (active) and ``txrl/TMazePassive-v0``: the T-maze of Bakker (2001) in the
+  two variants of Ni et al. (2023); kwarg ``length`` sets the corridor, hence the memory span
+  (:mod:`txrl.envs.tmaze`).
+* ``txrl/DelayedRecall-v0``: remember ``k`` of ``n_symbols`` symbols across ``delay`` steps of
+  distractors (:mod:`txrl.envs.delayed_recall`).
+* ``txrl/MiniGrid-MemoryS7-v0`` ... ``txrl/MiniGrid-MemoryS17Random-v0``: MiniGrid's Memory
+  tasks (Chevalier-Boisvert et al.) with SB3-compatible observations
+  (:mod:`txrl.envs.minigrid_memory`).
+* ``txrl/popgym-<Name>-v0``: the POPGym suite (Morad et al. 2023) with flat float32
+  observations; needs ``pip install txrl[popgym]`` (:mod:`txrl.envs.popgym_adapter`).
+
+All of them set ``info["is_success"]`` at the end of an episode (POPGym: where the task
+defines a success). Nothing here imports torch or Stable-Baselines3.
+
+In a process that has not imported txrl (SB3 ``SubprocVecEnv`` workers under ``spawn`` or
+``forkserver``), use ``gym.make("txrl.envs:txrl/TMaze-v0", length=50)`` or the picklable
+factories of :func:`make_env_fn`.
+"""
+
+from .delayed_recall import DelayedRecallEnv
+from .minigrid_memory import MINIGRID_MEMORY_IDS, make_minigrid_memory
+from .popgym_adapter import POPGYM_ENV_NAMES, make_popgym_env, popgym_env_id
+from .registration import (
+    ALL_IDS,
+    DELAYED_RECALL_ID,
+    MINIGRID_IDS,
+    POPGYM_IDS,
+    TMAZE_ID,
+    TMAZE_PASSIVE_ID,
+    TXRL_TASK_IDS,
+    EnvFactory,
+    make_env_fn,
+    register_envs,
+)
+from .tmaze import TMazeEnv
+from .wrappers import EpisodeSuccessInfo, FreshInfo
+
+register_envs()
+
+__all__ = [
+    "ALL_IDS",
+    "DELAYED_RECALL_ID",
+    "MINIGRID_IDS",
+    "MINIGRID_MEMORY_IDS",
+    "POPGYM_ENV_NAMES",
+    "POPGYM_IDS",
+    "TMAZE_ID",
+    "TMAZE_PASSIVE_ID",
+    "TXRL_TASK_IDS",
+    "DelayedRecallEnv",
+    "EnvFactory",
+    "EpisodeSuccessInfo",
+    "FreshInfo",
+    "TMazeEnv",
+    "make_env_fn",
+    "make_minigrid_memory",
+    "make_popgym_env",
+    "popgym_env_id",
+    "register_envs",
+]

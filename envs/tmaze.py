@@ -145,7 +145,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         elif a == BACKWARD:
             if x > self._x_min:
                 x -= 1
-        elif a == UP or a == DOWN:
+        elif a in (UP, DOWN):
             if x == length:
                 terminated = True
                 self._turned = 1 if a == UP else -1

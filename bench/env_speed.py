@@ -1,0 +1,104 @@
+"""Single-thread steps/s of the txrl memory tasks (a measurement script, not a test).
+
+Each task is stepped with pre-sampled uniform random actions (so the policy costs nothing),
+resetting whenever an episode ends; resets count towards the time. Three env stacks:
+
+* ``raw``:  the env object itself (``gym.make(...).unwrapped``), no wrappers;
+* ``make``: ``gym.make(id)`` as registered, i.e. what users get;
+* ``full``: ``gym.make`` with Gymnasium's default stack forced on (OrderEnforcing and a
+  TimeLimit wrapper), to show what the lean registration saves.
+
+Examples::
+
+    python bench/env_speed.py
+    python bench/env_speed.py --tasks txrl/TMaze-v0 --length 100 --steps 500000 --modes make
+    python bench/env_speed.py --tasks txrl/MiniGrid-MemoryS7-v0 txrl/popgym-RepeatFirstEasy-v0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from typing import Any
+
+import gymnasium as gym
+
+import txrl.envs
+
+MODES = ("raw", "make", "full")
+
+
+def task_kwargs(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
+    if env_id in (txrl.envs.TMAZE_ID, txrl.envs.TMAZE_PASSIVE_ID):
+        return {"length": args.length}
+    if env_id == txrl.envs.DELAYED_RECALL_ID:
+        return {"n_symbols": args.n_symbols, "k": args.k, "delay": args.delay}
+    return {}
+
+
+def build(env_id: str, mode: str, kwargs: dict[str, Any]) -> gym.Env:
+    if mode == "raw":
+        return gym.make(env_id, **kwargs).unwrapped
+    if mode == "make":
+        return gym.make(env_id, **kwargs)
+    probe = gym.make(env_id, **kwargs).unwrapped
+    # The tasks truncate themselves; a TimeLimit at the same horizon only adds its overhead.
+    horizon = getattr(probe, "max_steps", None) or getattr(probe, "episode_length", None)
+    spec = dataclasses.replace(
+        gym.spec(env_id), order_enforce=True, max_episode_steps=horizon or 10**9
+    )
+    return gym.make(spec, **kwargs)
+
+
+def measure(env: gym.Env, steps: int, seed: int) -> tuple[float, int]:
+    """Return (steps per second, episodes finished) for ``steps`` random-action steps."""
+    env.action_space.seed(seed)
+    actions = [env.action_space.sample() for _ in range(min(steps, 65536))]
+    n_actions = len(actions)
+    step, reset = env.step, env.reset
+    reset(seed=seed)
+    episodes = 0
+    start = time.perf_counter()
+    for i in range(steps):
+        _, _, terminated, truncated, _ = step(actions[i % n_actions])
+        if terminated or truncated:
+            episodes += 1
+            reset()
+    elapsed = time.perf_counter() - start
+    return steps / elapsed, episodes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(txrl.envs.TXRL_TASK_IDS),
+        help="env ids to time (default: the txrl-implemented tasks)",
+    )
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--steps", type=int, default=200_000, help="steps per measurement")
+    parser.add_argument("--repeats", type=int, default=3, help="report the best of N runs")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--length", type=int, default=50, help="T-maze corridor length")
+    parser.add_argument("--n-symbols", type=int, default=4, help="DelayedRecall vocabulary")
+    parser.add_argument("--k", type=int, default=3, help="DelayedRecall symbols to recall")
+    parser.add_argument("--delay", type=int, default=50, help="DelayedRecall delay")
+    args = parser.parse_args()
+
+    print(f"{'task':44s} {'mode':5s} {'steps/s':>12s} {'episodes':>9s}")
+    for env_id in args.tasks:
+        kwargs = task_kwargs(env_id, args)
+        for mode in args.modes:
+            env = build(env_id, mode, kwargs)
+            best, episodes = 0.0, 0
+            for r in range(args.repeats):
+                rate, episodes = measure(env, args.steps, args.seed + r)
+                best = max(best, rate)
+            env.close()
+            print(f"{env_id:44s} {mode:5s} {best:12,.0f} {episodes:9d}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""POPGym tasks as flat-``Box`` environments that Stable-Baselines3 accepts.
+
+POPGym (Morad, Kortvelesy, Bettini, Liwicki and Prorok 2023, "POPGym: Benchmarking Partially
+Observable Reinforcement Learning", ICLR) is a suite of partially observable tasks, many of
+them pure memory probes (RepeatFirst, RepeatPrevious, Autoencode, CountRecall, ...). It is an
+optional extra of txrl (``pip install txrl[popgym]``): this module imports it only when an
+env is made, so ``import txrl.envs`` works, and stays fast, without it.
+
+Ids: ``txrl/popgym-<Name>-v0`` where ``<Name>`` is a POPGym class name (see
+:data:`POPGYM_ENV_NAMES`): the 14 task families (``RepeatFirst``, ...) whose constructor
+kwargs can be passed to ``gym.make``, and their fixed ``Easy``/``Medium``/``Hard`` presets,
+which take no kwargs. Names follow the classes, so POPGym's own id
+``popgym-VelocityOnlyCartpoleEasy-v0`` is ``txrl/popgym-VelocityOnlyCartPoleEasy-v0`` here.
+The Labyrinth tasks are not included: POPGym itself registers them only when the separate
+``mazelib`` package is installed.
+
+What the adapter changes, and why:
+
+* Observations: ``Discrete``/``MultiDiscrete``/``Tuple`` spaces are flattened (one-hot per
+  discrete part, concatenated) with Gymnasium's ``FlattenObservation`` and cast to float32
+  with ``DtypeObservation``; float32 ``Box`` observations are passed through.
+* Actions: ``Box`` actions (the Pendulum tasks) are rescaled to [-1, 1] with
+  ``RescaleAction`` (``normalize_actions=False`` keeps POPGym's range); discrete actions are
+  untouched (``MultiDiscrete`` for Battleship and MineSweeper, which SB3 supports).
+* Infos: :class:`~txrl.envs.wrappers.FreshInfo` copies the info arrays, because CountRecall
+  and MultiarmedBandit hand out the same mutable array on every call, which Gymnasium 1.x's
+  ``check_env`` rejects.
+* ``info["is_success"]`` on the last step, only where the task defines a win (see
+  :data:`POPGYM_SUCCESS_RULES`): Battleship (all ships sunk), Concentration (all pairs
+  found), MineSweeper (every free square revealed without hitting a mine) and the three
+  CartPole variants (pole kept up for the whole episode). The other tasks (Autoencode,
+  RepeatFirst, RepeatPrevious, CountRecall, HigherLower, MultiarmedBandit and the Pendulum
+  variants) score per step and define no success, so the key is left out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.wrappers import DtypeObservation, FlattenObservation, RescaleAction
+
+from .wrappers import EpisodeSuccessInfo, FreshInfo
+
+#: The POPGym task families (base classes, configurable through kwargs).
+POPGYM_FAMILIES: tuple[str, ...] = (
+    "Autoencode",
+    "RepeatPrevious",
+    "RepeatFirst",
+    "CountRecall",
+    "PositionOnlyCartPole",
+    "PositionOnlyPendulum",
+    "VelocityOnlyCartPole",
+    "NoisyPositionOnlyCartPole",
+    "NoisyPositionOnlyPendulum",
+    "MultiarmedBandit",
+    "HigherLower",
+    "Battleship",
+    "Concentration",
+    "MineSweeper",
+)
+POPGYM_LEVELS: tuple[str, ...] = ("Easy", "Medium", "Hard")
+
+#: Every POPGym class name adapted here: the families, then their presets.
+POPGYM_ENV_NAMES: tuple[str, ...] = POPGYM_FAMILIES + tuple(
+    f"{family}{level}" for family in POPGYM_FAMILIES for level in POPGYM_LEVELS
+)
+
+#: Family -> rule of :data:`txrl.envs.wrappers.SUCCESS_RULES`; families not listed get no
+#: ``info["is_success"]``.
+POPGYM_SUCCESS_RULES: dict[str, str] = {
+    "Battleship": "terminated",
+    "Concentration": "terminated",
+    "MineSweeper": "minesweeper_cleared",
+    "PositionOnlyCartPole": "survived",
+    "VelocityOnlyCartPole": "survived",
+    "NoisyPositionOnlyCartPole": "survived",
+}
+
+POPGYM_INSTALL_HINT = "pip install txrl[popgym]"
+
+
+def popgym_env_id(name: str) -> str:
+    """The txrl id of the POPGym class ``name``."""
+    return f"txrl/popgym-{name}-v0"
+
+
+def _family(name: str) -> str:
+    for level in POPGYM_LEVELS:
+        if name.endswith(level) and name[: -len(level)] in POPGYM_FAMILIES:
+            return name[: -len(level)]
+    return name
+
+
+def import_popgym_envs() -> ModuleType:
+    """Import ``popgym.envs``, or raise ``ImportError`` naming the txrl extra to install."""
+    try:
+        return importlib.import_module("popgym.envs")
+    except ImportError as e:
+        raise ImportError(
+            f"The POPGym tasks need the optional dependency popgym, which is not installed "
+            f"({e}). Install it with: {POPGYM_INSTALL_HINT}"
+        ) from e
+
+
+def make_popgym_env(name: str, normalize_actions: bool = True, **kwargs: Any) -> gym.Env:
+    """Build the POPGym task ``name`` with the flat float32 observations described above.
+
+    Args:
+        name: a POPGym class name from :data:`POPGYM_ENV_NAMES`.
+        normalize_actions: rescale a ``Box`` action space to [-1, 1].
+        **kwargs: constructor kwargs of a family (e.g. ``num_decks``); presets take none.
+    """
+    if name not in POPGYM_ENV_NAMES:
+        raise ValueError(f"name must be one of the POPGym tasks {POPGYM_ENV_NAMES}, got {name!r}")
+    if normalize_actions not in (True, False):
+        raise ValueError(f"normalize_actions must be True or False, got {normalize_actions!r}")
+    family = _family(name)
+    if kwargs and name != family:
+        raise ValueError(
+            f"{name} is a fixed POPGym preset and takes no kwargs, got {sorted(kwargs)}; "
+            f"pass them to the family instead: gym.make({popgym_env_id(family)!r}, ...)"
+        )
+    cls = getattr(import_popgym_envs(), name)
+    try:
+        inspect.signature(cls).bind(**kwargs)
+    except TypeError as e:
+        raise ValueError(
+            f"invalid kwargs {sorted(kwargs)} for POPGym {name}{inspect.signature(cls)}: {e}"
+        ) from e
+
+    env: gym.Env = FreshInfo(cls(**kwargs))
+    if family in POPGYM_SUCCESS_RULES:
+        # Innermost, so the rule sees POPGym's own reward and termination flags.
+        env = EpisodeSuccessInfo(env, rule=POPGYM_SUCCESS_RULES[family])
+    obs_space = env.observation_space
+    if not (
+        isinstance(obs_space, spaces.Box)
+        and len(obs_space.shape) == 1
+        and obs_space.dtype == np.float32
+    ):
+        env = FlattenObservation(env)
+        if env.observation_space.dtype != np.float32:
+            env = DtypeObservation(env, np.float32)
+    act_space = env.action_space
+    if (
+        normalize_actions
+        and isinstance(act_space, spaces.Box)
+        and not (np.all(act_space.low == -1.0) and np.all(act_space.high == 1.0))
+    ):
+        # float32 bounds: float64 ones would make Box warn about lowered precision.
+        env = RescaleAction(env, min_action=np.float32(-1.0), max_action=np.float32(1.0))
+    return env

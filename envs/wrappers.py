@@ -1,0 +1,110 @@
+"""Small wrappers used by the txrl adapters of third-party memory tasks.
+
+* :class:`EpisodeSuccessInfo` adds ``info["is_success"]`` (the key Stable-Baselines3 logs as
+  ``success_rate``) on the last step of an episode, under a named success rule.
+* :class:`FreshInfo` gives every ``reset``/``step`` its own info arrays; some POPGym tasks
+  (Morad et al. 2023) return the same mutable array on every call, which Gymnasium 1.x's
+  ``check_env`` rejects and which silently rewrites infos a caller has stored.
+
+Both inherit :class:`gymnasium.utils.RecordConstructorArgs`, so ``env.spec`` records them
+and ``gymnasium.make(env.spec)`` can rebuild the env.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+
+def _positive_reward_on_termination(
+    env: gym.Env, action: Any, reward: SupportsFloat, terminated: bool, truncated: bool
+) -> bool:
+    # MiniGrid Memory pays 1 - 0.9 * t / max_steps > 0 for the matching object and exactly 0
+    # for the other one; both terminate, a timeout truncates.
+    return terminated and float(reward) > 0.0
+
+
+def _terminated(
+    env: gym.Env, action: Any, reward: SupportsFloat, terminated: bool, truncated: bool
+) -> bool:
+    # POPGym Battleship / Concentration terminate only when the board is solved (all ships
+    # sunk, all pairs face up); running out of moves truncates.
+    return terminated
+
+
+def _survived(
+    env: gym.Env, action: Any, reward: SupportsFloat, terminated: bool, truncated: bool
+) -> bool:
+    # POPGym's partially observable CartPoles terminate when the pole falls and truncate
+    # after max_episode_length steps ("agent beat episode" in the POPGym source).
+    return truncated and not terminated
+
+
+def _minesweeper_cleared(
+    env: gym.Env, action: Any, reward: SupportsFloat, terminated: bool, truncated: bool
+) -> bool:
+    # POPGym MineSweeper terminates on a mine *or* once no clear square is left hidden; only
+    # the latter is a win. HiddenSquare.CLEAR == 0 in popgym.envs.minesweeper.
+    if not terminated:
+        return False
+    return not bool(np.any(env.unwrapped.hidden_grid == 0))  # type: ignore[attr-defined]
+
+
+SuccessRule = Callable[[gym.Env, Any, SupportsFloat, bool, bool], bool]
+
+SUCCESS_RULES: dict[str, SuccessRule] = {
+    "positive_reward_on_termination": _positive_reward_on_termination,
+    "terminated": _terminated,
+    "survived": _survived,
+    "minesweeper_cleared": _minesweeper_cleared,
+}
+
+
+class EpisodeSuccessInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Set ``info["is_success"]`` on the last step of each episode (terminated or truncated).
+
+    Args:
+        env: the env to wrap; the rule sees its raw ``(action, reward, terminated,
+            truncated)``, so wrap before anything that rewrites rewards.
+        rule: a key of :data:`SUCCESS_RULES`. Rules are named rather than passed as
+            callables so that the wrapper's recorded kwargs stay plain, picklable data.
+    """
+
+    def __init__(self, env: gym.Env, rule: str) -> None:
+        if rule not in SUCCESS_RULES:
+            raise ValueError(f"rule must be one of {sorted(SUCCESS_RULES)}, got {rule!r}")
+        gym.utils.RecordConstructorArgs.__init__(self, rule=rule)
+        gym.Wrapper.__init__(self, env)
+        self._rule = SUCCESS_RULES[rule]
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            info = dict(info)
+            info["is_success"] = self._rule(self.env, action, reward, terminated, truncated)
+        return obs, reward, terminated, truncated, info
+
+
+def _fresh(info: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in info.items()}
+
+
+class FreshInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Return a new info dict, with copies of its numpy arrays, from every reset and step."""
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs, _fresh(info)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, _fresh(info)

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import txrl.envs
+from txrl.envs.minigrid_memory import MINIGRID_MEMORY_IDS
+
+from ._helpers import SMALL_IMAGE, WRAPPED_ENV, run_env_checkers, same_trajectory
+
+LEFT, RIGHT, FORWARD = 0, 1, 2
+
+
+def test_all_upstream_memory_ids_are_adapted() -> None:
+    import minigrid  # noqa: F401  (registers the upstream ids)
+
+    upstream = {i for i in gym.registry if i.startswith("MiniGrid-Memory")}
+    assert len(upstream) == 6
+    assert set(MINIGRID_MEMORY_IDS.values()) == upstream
+    assert set(txrl.envs.MINIGRID_IDS) == {f"txrl/{i}" for i in upstream}
+
+
+@pytest.mark.parametrize("env_id", txrl.envs.MINIGRID_IDS)
+def test_makes_steps_and_passes_checkers(env_id: str) -> None:
+    env = gym.make(env_id)
+    space = env.observation_space
+    assert isinstance(space, gym.spaces.Box)
+    assert space.shape == (7, 7, 3) and space.dtype == np.uint8
+    obs, _ = env.reset(seed=0)
+    assert obs in space
+    obs, *_ = env.step(env.action_space.sample())
+    assert obs in space
+    run_env_checkers(env, allowed=[WRAPPED_ENV, SMALL_IMAGE])
+    assert same_trajectory(env, seed=5, n_steps=60)
+
+
+def test_direction_option_gives_a_dict_sb3_accepts() -> None:
+    env = gym.make("txrl/MiniGrid-MemoryS9-v0", with_direction=True)
+    assert isinstance(env.observation_space, gym.spaces.Dict)
+    assert set(env.observation_space.spaces) == {"image", "direction"}
+    obs, _ = env.reset(seed=1)
+    assert obs["direction"] == env.unwrapped.agent_dir
+    run_env_checkers(env, allowed=[WRAPPED_ENV, SMALL_IMAGE])
+
+
+def _walk_to(env: gym.Env, target: tuple[int, int]) -> tuple[float, bool, bool, dict]:
+    """Privileged scripted walk: east along the corridor, then turn onto ``target``."""
+    grid_env = env.unwrapped
+    while grid_env.agent_pos[0] < target[0]:
+        _, reward, terminated, truncated, info = env.step(FORWARD)
+        assert not (terminated or truncated)
+    # Facing east: a left turn faces north (smaller y), a right turn faces south.
+    env.step(LEFT if target[1] < grid_env.agent_pos[1] else RIGHT)
+    _, reward, terminated, truncated, info = env.step(FORWARD)
+    assert tuple(grid_env.agent_pos) == target
+    return float(reward), terminated, truncated, info
+
+
+@pytest.mark.parametrize(
+    "env_id", ["txrl/MiniGrid-MemoryS7-v0", "txrl/MiniGrid-MemoryS13Random-v0"]
+)
+def test_is_success_marks_the_matching_object_only(env_id: str) -> None:
+    env = gym.make(env_id)
+    for seed in range(6):
+        env.reset(seed=seed)
+        reward, terminated, _, info = _walk_to(env, env.unwrapped.success_pos)
+        assert terminated and reward > 0 and info["is_success"] is True
+
+        env.reset(seed=seed)
+        reward, terminated, _, info = _walk_to(env, env.unwrapped.failure_pos)
+        assert terminated and reward == 0 and info["is_success"] is False
+
+
+def test_timeout_is_a_failure_and_is_success_only_at_the_end() -> None:
+    env = gym.make("txrl/MiniGrid-MemoryS7-v0", max_steps=5)
+    env.reset(seed=0)
+    for t in range(1, 6):
+        _, _, terminated, truncated, info = env.step(LEFT)  # spin in place
+        assert not terminated and truncated == (t == 5)
+        assert ("is_success" in info) == (t == 5)
+    assert info["is_success"] is False
+
+
+def test_spec_recreates_the_same_stack() -> None:
+    env = gym.make("txrl/MiniGrid-MemoryS11-v0")
+    again = gym.make(env.spec)
+    assert again.observation_space == env.observation_space
+    assert np.array_equal(env.reset(seed=3)[0], again.reset(seed=3)[0])
+
+
+def test_bad_kwargs_raise() -> None:
+    with pytest.raises(ValueError, match=r"upstream_id must be one of .*'MiniGrid-Empty-5x5-v0'"):
+        txrl.envs.make_minigrid_memory("MiniGrid-Empty-5x5-v0")
+    with pytest.raises(ValueError, match=r"with_direction must be True or False, got 'yes'"):
+        gym.make("txrl/MiniGrid-MemoryS7-v0", with_direction="yes")

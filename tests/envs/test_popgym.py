@@ -1,0 +1,193 @@
+from __future__ import annotations
+
+import itertools
+import sys
+from collections import defaultdict
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import txrl.envs
+from txrl.envs.popgym_adapter import (
+    POPGYM_ENV_NAMES,
+    POPGYM_SUCCESS_RULES,
+    _family,
+    make_popgym_env,
+    popgym_env_id,
+)
+
+from ._helpers import INFINITE_BOX, WRAPPED_ENV, run_env_checkers, same_trajectory
+
+popgym_envs = pytest.importorskip("popgym.envs")
+
+
+def test_ids_cover_every_installed_popgym_env() -> None:
+    # POPGym's registry is ALL (the presets); ALL_BASE holds the configurable families.
+    # The Labyrinth tasks depend on mazelib, which txrl does not adapt (see the module doc).
+    navigation = {**popgym_envs.NAVIGATION, **popgym_envs.ALL_NAVIGATION}
+    upstream = {c.__name__ for c in {**popgym_envs.ALL_BASE, **popgym_envs.ALL}} - {
+        c.__name__ for c in navigation
+    }
+    assert set(POPGYM_ENV_NAMES) == upstream
+    assert len(POPGYM_ENV_NAMES) == 56
+    assert set(txrl.envs.POPGYM_IDS) == {f"txrl/popgym-{n}-v0" for n in upstream}
+    assert set(txrl.envs.POPGYM_IDS) <= set(gym.registry)
+
+
+@pytest.mark.parametrize("env_id", txrl.envs.POPGYM_IDS)
+def test_makes_steps_and_passes_checkers(env_id: str) -> None:
+    env = gym.make(env_id)
+    space = env.observation_space
+    assert isinstance(space, gym.spaces.Box) and space.dtype == np.float32
+    assert len(space.shape) == 1
+    allowed = [WRAPPED_ENV]
+    if "VelocityOnlyCartPole" in env_id:
+        allowed.append(INFINITE_BOX)  # POPGym declares unbounded velocities
+    run_env_checkers(env, allowed=allowed)
+    assert same_trajectory(env, seed=7, n_steps=40)
+
+    # One full random episode: is_success appears exactly at the end, where defined.
+    has_rule = (
+        _family(env_id.removeprefix("txrl/popgym-").removesuffix("-v0")) in POPGYM_SUCCESS_RULES
+    )
+    obs, _ = env.reset(seed=1)
+    env.action_space.seed(1)
+    for _ in range(5000):
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        assert obs in space and np.isfinite(reward)
+        if terminated or truncated:
+            break
+        assert "is_success" not in info
+    else:
+        raise AssertionError("episode did not end")
+    assert ("is_success" in info) == has_rule
+    if has_rule:
+        assert isinstance(info["is_success"], bool)
+
+
+def test_discrete_observations_are_one_hot() -> None:
+    env = gym.make("txrl/popgym-AutoencodeEasy-v0")  # Tuple(Discrete(2), Discrete(4))
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (6,) and obs[:2].sum() == 1 and obs[2:].sum() == 1
+    raw = env.unwrapped
+    assert obs[0] == 0 and obs[1] == 1  # watch mode
+    assert obs[2 + int(raw.deck.suits_idx[raw.deck["system"][-1]])] == 1
+
+
+def test_family_kwargs_pass_through_and_presets_are_fixed() -> None:
+    env = gym.make("txrl/popgym-RepeatPrevious-v0", num_decks=2, k=8)
+    assert env.unwrapped.k == 8 and env.unwrapped.deck.num_cards == 104
+    with pytest.raises(
+        ValueError, match=r"RepeatFirstEasy is a fixed POPGym preset.*\['num_decks'\]"
+    ):
+        gym.make("txrl/popgym-RepeatFirstEasy-v0", num_decks=3)
+    with pytest.raises(ValueError, match=r"invalid kwargs \['bogus'\] for POPGym RepeatFirst"):
+        gym.make("txrl/popgym-RepeatFirst-v0", bogus=1)
+
+
+def test_unknown_name_raises_a_clear_value_error() -> None:
+    with pytest.raises(
+        ValueError, match=r"name must be one of the POPGym tasks .*got 'RepeatLast'"
+    ):
+        make_popgym_env("RepeatLast")
+    with pytest.raises(ValueError, match=r"normalize_actions must be True or False, got 2"):
+        make_popgym_env("RepeatFirst", normalize_actions=2)
+
+
+def test_missing_popgym_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "popgym", None)
+    monkeypatch.setitem(sys.modules, "popgym.envs", None)
+    with pytest.raises(ImportError, match=r"popgym") as excinfo:
+        gym.make("txrl/popgym-RepeatFirstEasy-v0")
+    assert "pip install txrl[popgym]" in str(excinfo.value)
+
+
+def test_pendulum_actions_are_normalized_unless_asked_not_to() -> None:
+    env = gym.make("txrl/popgym-PositionOnlyPendulumEasy-v0")
+    assert env.action_space == gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    raw = gym.make("txrl/popgym-PositionOnlyPendulum-v0", normalize_actions=False)
+    assert raw.action_space == raw.unwrapped.action_space  # POPGym's [-2, 2]
+    # +1 in the normalized space is the maximal torque.
+    env.reset(seed=0)
+    raw.reset(seed=0)
+    a, _, _, _, _ = env.step(np.array([1.0], dtype=np.float32))
+    b, _, _, _, _ = raw.step(np.array([2.0], dtype=np.float32))
+    assert np.allclose(a, b)
+
+
+def test_infos_are_not_shared_between_calls() -> None:
+    # Upstream CountRecall returns the same `counts` array from every call.
+    env = gym.make("txrl/popgym-CountRecallEasy-v0")
+    _, info0 = env.reset(seed=0)
+    before = info0["counts"].copy()
+    _, _, _, _, info1 = env.step(0)
+    assert info1["counts"] is not info0["counts"]
+    assert np.array_equal(info0["counts"], before)
+
+
+def _run(env: gym.Env, actions: Any, seed: int) -> tuple[bool, bool, dict[str, Any]]:
+    env.reset(seed=seed)
+    for action in actions:
+        _, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            return terminated, truncated, info
+    raise AssertionError("episode did not end")
+
+
+def test_battleship_success_means_all_ships_sunk() -> None:
+    env = gym.make("txrl/popgym-BattleshipEasy-v0")
+    env.reset(seed=2)
+    ships = [np.array(c) for c in np.argwhere(env.unwrapped.board == 1)]
+    terminated, _, info = _run(env, ships, seed=2)
+    assert terminated and info["is_success"] is True
+    # Shooting the same empty square until the moves run out: truncated, a failure.
+    empty = np.argwhere(env.unwrapped.board == 0)[0]
+    terminated, truncated, info = _run(env, itertools.repeat(empty), seed=2)
+    assert truncated and not terminated and info["is_success"] is False
+
+
+def test_minesweeper_success_means_board_cleared_without_a_mine() -> None:
+    env = gym.make("txrl/popgym-MineSweeperEasy-v0")
+    env.reset(seed=5)
+    grid = env.unwrapped.hidden_grid
+    free, mines = np.argwhere(grid == 0), np.argwhere(grid == 1)
+    terminated, _, info = _run(env, free, seed=5)
+    assert terminated and info["is_success"] is True
+    terminated, _, info = _run(env, [free[0], mines[0]], seed=5)
+    assert terminated and info["is_success"] is False
+
+
+def test_concentration_success_means_all_pairs_found() -> None:
+    env = gym.make("txrl/popgym-ConcentrationEasy-v0")
+    env.reset(seed=0)
+    by_value: dict[int, list[int]] = defaultdict(list)
+    for position, value in enumerate(env.unwrapped.state):
+        by_value[int(value)].append(position)
+    flips = [p for positions in by_value.values() for p in positions]  # pairs stay adjacent
+    terminated, _, info = _run(env, flips, seed=0)
+    assert terminated and info["is_success"] is True
+    terminated, truncated, info = _run(env, itertools.repeat(0), seed=0)
+    assert truncated and not terminated and info["is_success"] is False
+
+
+def test_cartpole_success_means_the_pole_stayed_up() -> None:
+    env = gym.make("txrl/popgym-PositionOnlyCartPole-v0", max_episode_length=100)
+    for seed in range(3):
+        env.reset(seed=seed)
+        while True:
+            x, x_dot, theta, theta_dot = env.unwrapped.state  # privileged balancing controller
+            action = int(theta + 0.3 * theta_dot + 0.01 * x + 0.05 * x_dot > 0)
+            _, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        assert truncated and not terminated and info["is_success"] is True
+    terminated, _, info = _run(env, itertools.repeat(0), seed=0)  # always push left: falls
+    assert terminated and info["is_success"] is False
+
+
+def test_registry_ids_use_class_names() -> None:
+    assert popgym_env_id("VelocityOnlyCartPoleEasy") == "txrl/popgym-VelocityOnlyCartPoleEasy-v0"
+    env = gym.make("txrl/popgym-VelocityOnlyCartPoleEasy-v0")
+    assert type(env.unwrapped).__name__ == "VelocityOnlyCartPoleEasy"
