@@ -1,35 +1,48 @@
 """txrl: transformer memory for reinforcement-learning agents.
 
 ``txrl.make_backbone`` builds any memory model behind the backbone protocol; the learners
-(``txrl.MemoryPPO``, ``txrl.VMPO``) are imported lazily so that the pure-torch core does
-not pull in Stable-Baselines3.
+are ``txrl.MemoryPPO`` and ``txrl.VMPO``. Everything is imported on first use, so that
+``import txrl.envs`` (the tasks) does not pull in torch or Stable-Baselines3.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from txrl.nn import Backbone, BackboneOutput, backbone_names, make_backbone, register_backbone
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "Backbone": "txrl.nn",
+    "BackboneOutput": "txrl.nn",
+    "backbone_names": "txrl.nn",
+    "make_backbone": "txrl.nn",
+    "register_backbone": "txrl.nn",
     "MemoryPPO": "txrl.sb3.ppo",
     "VMPO": "txrl.sb3.vmpo",
 }
 
+if TYPE_CHECKING:
+    from txrl.nn import Backbone, BackboneOutput, backbone_names, make_backbone, register_backbone
+    from txrl.sb3.ppo import MemoryPPO
+    from txrl.sb3.vmpo import VMPO
+
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'txrl' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
 __all__ = [
+    "VMPO",
     "Backbone",
     "BackboneOutput",
+    "MemoryPPO",
     "__version__",
     "backbone_names",
     "make_backbone",
