@@ -30,11 +30,12 @@ def test_shifted_relative_attention_equals_naive(memory: int, steps: int, heads:
     h = torch.randn(b, steps, d, generator=gen)
     memory_h = torch.randn(b, memory, d, generator=gen)
     allowed = random_allowed(b, steps, memory, gen)
-    keys, values = attn.project_memory(torch.cat((memory_h, h), dim=1))
-    fast, _ = attn(h, keys, values, allowed)
+    memory_kv = attn.project_memory(memory_h)
+    new_kv = attn.project_memory(h)
+    fast, _ = attn(h, *memory_kv, *new_kv, allowed)
     slow = naive_relative_attention(attn, h, memory_h, allowed)
     assert (fast - slow).abs().max().item() <= 1e-5
-    with_stats, stats = attn(h, keys, values, allowed, with_stats=True)
+    with_stats, stats = attn(h, *memory_kv, *new_kv, allowed, with_stats=True)
     assert (with_stats - slow).abs().max().item() <= 1e-5
     assert stats is not None and torch.isfinite(stats.entropy)
 

@@ -6,12 +6,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-import txrl.envs  # noqa: F401 - registers the tasks
 from gymnasium import spaces
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
+import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import MemoryPPO
 
 TINY = {"d_model": 16, "n_layers": 2, "n_heads": 2, "memory_length": 6, "net_arch": [16]}

@@ -117,47 +117,68 @@ class RelativeMultiHeadAttention(nn.Module):
     def forward(
         self,
         h: torch.Tensor,
+        memory_keys: torch.Tensor,
+        memory_values: torch.Tensor,
         keys: torch.Tensor,
         values: torch.Tensor,
         allowed: torch.Tensor,
         *,
         with_stats: bool = False,
     ) -> tuple[torch.Tensor, AttentionStats | None]:
-        """Attend from queries ``h`` (B, T, D) to ``keys``/``values`` (B, K, D).
+        """Attend from queries ``h`` (B, T, D) to M memory positions and the T positions of ``h``.
 
-        The last T keys are the queries' own positions; the first K - T are memory.
-        ``allowed`` (B, T, K) bool says which pairs may attend. Returns (B, T, D).
+        ``memory_keys``/``memory_values`` (B, M, D) and ``keys``/``values`` (B, T, D) come from
+        :meth:`project_memory`. ``allowed`` (B, T, M+T) bool says which pairs may attend.
+        Returns (B, T, D).
         """
         b, t, _ = h.shape
-        k = keys.shape[1]
+        m = memory_keys.shape[1]
+        k = m + t
         hd, e = self.n_heads, self.head_dim
-        q = self.query(h).view(b, t, hd, e).transpose(1, 2)  # (B, H, T, E)
-        key = keys.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
-        value = values.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
         scale = 1.0 / math.sqrt(e)
+        q = self.query(h).unflatten(-1, (hd, e)).transpose(1, 2)  # (B, T, D) -> (B, H, T, E)
+        qu = q + self.content_bias[None, :, None, :]  # for (a) + (c): (q + u) k^T
+        qv = q + self.position_bias[None, :, None, :]  # for (b) + (d): (q + v) (W_kR R)^T
         pos = self.position_keys(k)  # (K, H, E), distances K-1 .. 0
-        # (b) + (d): (q + v) Q^T, one product, then the relative shift
-        qv = q + self.position_bias[None, :, None, :]  # (B, H, T, E)
+        # (b) + (d): one product against the K distances, then the relative shift
         position_scores = rel_shift(torch.einsum("bhte,khe->bhtk", qv, pos))  # (B, H, T, K)
-        # masked pairs get -inf through the additive mask
-        bias = (position_scores * scale).masked_fill(
-            ~allowed[:, None], float("-inf")
-        )  # (B, H, T, K)
-        qu = q + self.content_bias[None, :, None, :]  # (a) + (c): (q + u) k^T
+        dropout = self.dropout if self.training else 0.0
+        new_key = keys.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, T, D) -> (B, H, T, E)
+        new_value = values.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, T, E)
+        memory_key = memory_keys.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, M, E)
+        memory_value = memory_values.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, M, E)
         stats = None
-        if with_stats:
-            scores = torch.einsum("bhte,bhke->bhtk", qu, key) * scale + bias
-            weights = scores.softmax(dim=-1)  # (B, H, T, K)
-            logw = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
-            entropy = -(weights * logw).sum(-1).mean()
-            stats = AttentionStats(entropy.detach(), allowed.sum(-1).float().mean())
-            weights = F.dropout(weights, self.dropout, self.training)
-            attended = weights @ value  # (B, H, T, E)
+        if t == 1 and not with_stats and dropout == 0.0:
+            # Acting: attend to memory and self in two parts instead of concatenating an
+            # (M+1)-long key tensor, so a step copies nothing of size M.
+            content = torch.cat(
+                (qu @ memory_key.transpose(-1, -2), (qu * new_key).sum(-1, keepdim=True)), dim=-1
+            )  # (B, H, 1, K)
+            scores = ((content + position_scores) * scale).masked_fill(
+                ~allowed[:, None], float("-inf")
+            )
+            weights = scores.softmax(dim=-1)  # (B, H, 1, K)
+            attended = (
+                weights[..., :m] @ memory_value + weights[..., m:] * new_value
+            )  # (B, H, 1, E)
         else:
-            attended = F.scaled_dot_product_attention(
-                qu, key, value, attn_mask=bias, dropout_p=self.dropout if self.training else 0.0
-            )  # (B, H, T, E)
-        attended = attended.transpose(1, 2).reshape(b, t, self.d_model)  # (B, T, D)
+            key = torch.cat((memory_key, new_key), dim=2)  # (B, H, K, E)
+            value = torch.cat((memory_value, new_value), dim=2)  # (B, H, K, E)
+            # masked pairs get -inf through the additive mask
+            bias = (position_scores * scale).masked_fill(
+                ~allowed[:, None], float("-inf")
+            )  # (B, H, T, K)
+            if with_stats:
+                weights = (torch.einsum("bhte,bhke->bhtk", qu, key) * scale + bias).softmax(dim=-1)
+                logw = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
+                entropy = -(weights * logw).sum(-1).mean()
+                stats = AttentionStats(entropy.detach(), allowed.sum(-1).float().mean())
+                attended = F.dropout(weights, dropout, self.training) @ value  # (B, H, T, E)
+            else:
+                attended = F.scaled_dot_product_attention(
+                    qu, key, value, attn_mask=bias, dropout_p=dropout
+                )
+        attended = attended.transpose(1, 2).reshape(b, t, self.d_model)  # (B, H, T, E) -> (B, T, D)
         return self.out(attended), stats
 
 

@@ -122,14 +122,17 @@ class PostNormBlock(nn.Module):
         self,
         h: torch.Tensor,
         z: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
+        memory: tuple[torch.Tensor, torch.Tensor],
+        new: tuple[torch.Tensor, torch.Tensor],
         allowed: torch.Tensor,
         stats: dict[str, torch.Tensor] | None,
     ) -> torch.Tensor:
-        """``h`` (B, T, D) block input, ``z`` the attention input (``h`` itself here)."""
+        """``h`` (B, T, D) block input, ``z`` the attention input (``h`` itself here).
+
+        ``memory``: cached keys and values (B, M, D); ``new``: those of the T steps (B, T, D).
+        """
         attended, attn_stats = self.attention(
-            z, keys, values, allowed, with_stats=stats is not None
+            z, *memory, *new, allowed, with_stats=stats is not None
         )
         o = self.norm_attention(h + self.dropout(attended))
         out = self.norm_mlp(o + self.dropout(self.mlp(o)))
@@ -159,15 +162,16 @@ class GatedBlock(nn.Module):
         self,
         h: torch.Tensor,
         z: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
+        memory: tuple[torch.Tensor, torch.Tensor],
+        new: tuple[torch.Tensor, torch.Tensor],
         allowed: torch.Tensor,
         stats: dict[str, torch.Tensor] | None,
     ) -> torch.Tensor:
-        """``h`` (B, T, D) block input E^(l-1), ``z`` its normalised copy, keys/values (B, K, D)."""
+        """``h`` (B, T, D) block input E^(l-1), ``z`` its normalised copy; keys and values of
+        ``memory`` (B, M, D) and of the ``new`` steps (B, T, D)."""
         gate_means: list[torch.Tensor] | None = [] if stats is not None else None
         # Y-bar = RelativeMultiHeadAttention(LayerNorm([SG(M), E]))
-        y_bar, attn_stats = self.attention(z, keys, values, allowed, with_stats=stats is not None)
+        y_bar, attn_stats = self.attention(z, *memory, *new, allowed, with_stats=stats is not None)
         # Y = g_MHA(E, ReLU(Y-bar))
         y = self.gate_attention(h, F.relu(self.dropout(y_bar)), gate_means)
         # E-bar = f(LayerNorm(Y))
@@ -222,31 +226,29 @@ class TransformerXL(Backbone):
         stats: bool = False,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
-        t, m = x.shape[0], self.memory_length
-        k = m + t
+        m = self.memory_length
         h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
         allowed = window_mask(state.valid, episode_starts, m)  # (B, T, K)
 
         step_stats: dict[str, torch.Tensor] | None = {} if stats else None
         out_stats: dict[str, torch.Tensor] = {}
-        layer_inputs, new_keys, new_values = [], [], []
+        layer_inputs, step_keys, step_values = [], [], []
         for layer, block in enumerate(self.blocks):
             layer_inputs.append(h.detach())
             z = block.attention_input(h)  # (B, T, D)
             k_new, v_new = block.attention.project_memory(z)  # (B, T, D) each
-            keys = torch.cat((state.keys[:, layer], k_new), dim=1)  # (B, K, D)
-            values = torch.cat((state.values[:, layer], v_new), dim=1)  # (B, K, D)
-            h = block(h, z, keys, values, allowed, step_stats)
-            new_keys.append(keys[:, k - m :].detach())  # (B, M, D): the last M positions
-            new_values.append(values[:, k - m :].detach())  # (B, M, D)
+            step_keys.append(k_new.detach())
+            step_values.append(v_new.detach())
+            memory = (state.keys[:, layer], state.values[:, layer])  # (B, M, D) each
+            h = block(h, z, memory, (k_new, v_new), allowed, step_stats)
             if step_stats is not None:
                 out_stats.update({f"layer{layer}/{name}": v for name, v in step_stats.items()})
 
         hidden_steps = torch.stack(layer_inputs, dim=1)  # (B, L, T, D)
         new_state = TrXLState(
-            hidden=slide(state.hidden, hidden_steps, dim=2),  # (B, L, M, D)
-            keys=torch.stack(new_keys, dim=1),
-            values=torch.stack(new_values, dim=1),
+            hidden=slide(state.hidden, hidden_steps, dim=2),  # (B, L, M, D): the last M positions
+            keys=slide(state.keys, torch.stack(step_keys, dim=1), dim=2),  # (B, L, M, D)
+            values=slide(state.values, torch.stack(step_values, dim=1), dim=2),  # (B, L, M, D)
             valid=next_valid(state.valid, episode_starts),  # seen from the step after the last
         )
         if stats:
