@@ -81,7 +81,7 @@ def acting_latency(memory_length: int, device: str, steps: int) -> float:
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
             began = time.perf_counter()
-            _, _, _, out = policy.act(obs, state, starts)
+            *_, out = policy.act(obs, state, starts)
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
             if step >= memory_length:  # memory full from here on

@@ -30,13 +30,23 @@ def success_rate(model: BaseAlgorithm, episodes: int = 100) -> float:
         if local["done"]:
             outcomes.append(bool(local["info"]["is_success"]))
 
-    evaluate_policy(model, tmaze(4, seed=123), n_eval_episodes=episodes, deterministic=True, callback=record)
+    evaluate_policy(
+        model, tmaze(4, seed=123), n_eval_episodes=episodes, deterministic=True, callback=record
+    )
     return sum(outcomes) / len(outcomes)
 
 
 def test_gtrxl_solves_the_tmaze() -> None:
-    policy_kwargs = {"d_model": 32, "n_layers": 1, "n_heads": 2, "memory_length": 8, "net_arch": [32]}
-    model = MemoryPPO("MlpGTrXLPolicy", tmaze(8, seed=0), segment_length=16, policy_kwargs=policy_kwargs, **HYPER)
+    policy_kwargs = {
+        "d_model": 32,
+        "n_layers": 1,
+        "n_heads": 2,
+        "memory_length": 8,
+        "net_arch": [32],
+    }
+    model = MemoryPPO(
+        "MlpGTrXLPolicy", tmaze(8, seed=0), segment_length=16, policy_kwargs=policy_kwargs, **HYPER
+    )
     model.learn(BUDGET)
     assert success_rate(model) >= 0.9
 

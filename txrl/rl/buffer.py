@@ -41,6 +41,7 @@ class SegmentBatch(NamedTuple):
     returns: torch.Tensor  # (S, G)
     episode_starts: torch.Tensor  # (S, G) bool
     memory: Any  # backbone state before each segment's first step, G on axis 0
+    extras: dict[str, torch.Tensor]  # per-step extras a learner stored, (S, G, ...)
     env_index: torch.Tensor  # (G,) env of each segment
     start: torch.Tensor  # (G,) rollout step at which each segment begins
 
@@ -60,6 +61,8 @@ class _MemoryStreams:
         self.initial_memory = None
         self.trace = None
         self._trace_steps = []
+        self.extras: dict[str, torch.Tensor] = {}
+        self._extra_steps: dict[str, list[torch.Tensor]] = {}
 
     def set_initial_memory(self, memory: Any) -> None:
         """The backbone state of every env at the rollout's first step."""
@@ -73,6 +76,14 @@ class _MemoryStreams:
                 *(torch.cat(f) for f in zip(*self._trace_steps, strict=True))
             )
             self._trace_steps = []
+
+    def add_extra(self, name: str, value: torch.Tensor) -> None:
+        """A learner's own per-step data for all envs, (B, ...); stacked to (N, B, ...) when full."""
+        steps = self._extra_steps.setdefault(name, [])
+        steps.append(value.detach())
+        if len(steps) == self.buffer_size:
+            self.extras[name] = torch.stack(steps)
+            del self._extra_steps[name]
 
     def trace_nbytes_per_transition(self) -> float:
         """Bytes the memory streams take per stored transition (trace plus carried-in memory)."""
@@ -123,7 +134,7 @@ class _MemoryStreams:
         episode_starts: torch.Tensor,
     ) -> SegmentBatch:
         time_index = start[None, :] + np.arange(segment_length)[:, None]  # (S, G)
-        env_grid = np.broadcast_to(env_index[None, :], time_index.shape)  # (S, G)
+        env_grid = np.repeat(env_index[None, :], segment_length, axis=0)  # (S, G)
 
         def take(array: np.ndarray) -> torch.Tensor:
             # (N, B, ...) -> (S, G, ...)
@@ -147,6 +158,10 @@ class _MemoryStreams:
             returns=take(self.returns),
             episode_starts=take(self.episode_starts).bool(),
             memory=memory,
+            extras={
+                name: value[torch.as_tensor(time_index), torch.as_tensor(env_grid)]  # (S, G, ...)
+                for name, value in self.extras.items()
+            },
             env_index=env_t,
             start=start_t,
         )

@@ -153,8 +153,15 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         if self._memory is None or self._memory[0].shape[0] != n_envs:
             self._memory = self.policy.initial_state(n_envs)
         with torch.no_grad():
-            self._memory = self.policy.backbone.refresh_state(self._memory)
+            self._memory = self._acting_policy().backbone.refresh_state(self._memory)
         return self._memory
+
+    def _acting_policy(self) -> MemoryActorCriticPolicy:
+        """The network that acts in rollouts (the trained policy, unless a learner keeps a target)."""
+        return self.policy
+
+    def _record_step(self, rollout_buffer: MemoryRolloutBuffer, distribution: Any) -> None:
+        """Hook: store more of an acting step (e.g. the distribution's parameters)."""
 
     # ------------------------------------------------------------------ rollout
 
@@ -167,7 +174,8 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
     ) -> bool:
         """SB3's rollout loop, acting with each env's memory and storing the memory streams."""
         assert self._last_obs is not None, "No previous observation was provided"
-        self.policy.set_training_mode(False)
+        policy = self._acting_policy()
+        policy.set_training_mode(False)
         n_steps = 0
         rollout_buffer.reset()
         memory = self._live_memory(env.num_envs)
@@ -180,7 +188,9 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 starts = torch.as_tensor(
                     self._last_episode_starts, device=self.device
                 ).bool()  # (B,)
-                actions_t, values, log_probs, out = self.policy.act(obs_tensor, memory, starts)
+                actions_t, values, log_probs, distribution, out = policy.act(
+                    obs_tensor, memory, starts
+                )
             memory = self._memory = out.state
             actions = actions_t.cpu().numpy()
             clipped_actions = actions
@@ -217,12 +227,13 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs
             )  # type: ignore[arg-type]
             rollout_buffer.add_trace(out.trace)
+            self._record_step(rollout_buffer, distribution)
             self._last_obs = new_obs  # type: ignore[assignment]
             self._last_episode_starts = dones
 
         with torch.no_grad():
             starts = torch.as_tensor(dones, device=self.device).bool()
-            values = self.policy.value_of(obs_as_tensor(new_obs, self.device), memory, starts)  # type: ignore[arg-type]
+            values = policy.value_of(obs_as_tensor(new_obs, self.device), memory, starts)  # type: ignore[arg-type]
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
         callback.update_locals(locals())
         callback.on_rollout_end()

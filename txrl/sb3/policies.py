@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.distributions import Distribution
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.torch_layers import (
@@ -221,14 +222,19 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
 
     def act(
         self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, deterministic: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, BackboneOutput]:
-        """One acting step for B envs: ``episode_starts`` (B,) bool -> actions, values (B, 1), log-probs (B,), output."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Distribution, BackboneOutput]:
+        """One acting step for B envs, ``episode_starts`` (B,) bool.
+
+        Returns actions, values (B, 1), log-probs (B,), the action distribution and the
+        backbone output (new state and trace).
+        """
         latent_pi, latent_vf, out = self._latent(obs, state, episode_starts[None], trace=True)
         distribution = self._get_action_dist_from_latent(latent_pi)
         actions = distribution.get_actions(deterministic=deterministic)
         log_prob = distribution.log_prob(actions)
         values = self.value_net(latent_vf)
-        return actions.reshape((-1, *self.action_space.shape)), values, log_prob, out  # type: ignore[misc]
+        actions = actions.reshape((-1, *self.action_space.shape))  # type: ignore[misc]
+        return actions, values, log_prob, distribution, out
 
     def value_of(self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor) -> torch.Tensor:
         """Values (B, 1) of one step for B envs from ``state``."""
@@ -286,7 +292,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
                 .bool()
             )
         with torch.no_grad():
-            actions, _, _, out = self.act(obs, memory, starts, deterministic=deterministic)
+            actions, _, _, _, out = self.act(obs, memory, starts, deterministic=deterministic)
         actions_np = actions.cpu().numpy().reshape((-1, *self.action_space.shape))  # type: ignore[misc]
         if isinstance(self.action_space, spaces.Box):
             if self.squash_output:

@@ -93,8 +93,8 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
         if self.clip_range_vf is not None:
             if isinstance(self.clip_range_vf, float | int) and self.clip_range_vf <= 0:
                 raise ValueError(
-                        f"clip_range_vf must be positive or None, got {self.clip_range_vf}"
-                    )
+                    f"clip_range_vf must be positive or None, got {self.clip_range_vf}"
+                )
             self.clip_range_vf = FloatSchedule(self.clip_range_vf)
 
     def _train_context(self) -> dict[str, Any]:

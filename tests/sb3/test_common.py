@@ -1,4 +1,4 @@
-"""MemoryPPO: exactness of segment training, memory across rollouts, the SB3 contract."""
+"""The shared memory machinery of MemoryPPO and VMPO: exactness, memory across rollouts, SB3 contract."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 import txrl.envs  # noqa: F401 - registers the tasks
-from txrl import MemoryPPO
+from txrl import VMPO, MemoryPPO
+
+ALGOS = [MemoryPPO, VMPO]
 
 TINY = {"d_model": 16, "n_layers": 2, "n_heads": 2, "memory_length": 6, "net_arch": [16]}
 TINY_RNN = {"hidden_size": 16, "net_arch": [16]}
@@ -28,17 +30,18 @@ def tiny_kwargs(policy: str) -> dict:
     return dict(TINY_RNN) if ("Lstm" in policy or "Gru" in policy) else dict(TINY)
 
 
-def collect_one_rollout(model: MemoryPPO) -> None:
+def collect_one_rollout(model) -> None:
     callback = model._init_callback(None)
     assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
 
 
+@pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize(
     "policy", ["MlpGTrXLPolicy", "MlpTrXLIPolicy", "MlpTrXLPolicy", "MlpLstmPolicy", "MlpGruPolicy"]
 )
-def test_training_pass_reproduces_acting(policy: str) -> None:
+def test_training_pass_reproduces_acting(algo, policy: str) -> None:
     n_envs, n_steps = 2, 24
-    model = MemoryPPO(
+    model = algo(
         policy,
         tmaze_env(n_envs),
         n_steps=n_steps,
@@ -51,8 +54,12 @@ def test_training_pass_reproduces_acting(policy: str) -> None:
     model.learn(
         3 * n_steps * n_envs
     )  # three rollouts: memory carried across, weights updated in between
-    assert model.logger.name_to_value["train/approx_kl"] == pytest.approx(0.0, abs=1e-6)
-    assert model.logger.name_to_value["train/clip_fraction"] == 0.0
+    logged = model.logger.name_to_value
+    assert logged["train/approx_kl"] == pytest.approx(0.0, abs=1e-6)
+    if algo is MemoryPPO:
+        assert logged["train/clip_fraction"] == 0.0
+    else:
+        assert logged["train/kl"] == pytest.approx(0.0, abs=1e-6)
 
     collect_one_rollout(model)  # memory carried in from the previous rollout, updated weights
     buffer = model.rollout_buffer
@@ -105,9 +112,10 @@ def test_buffer_bytes_grow_with_layers_times_width_not_memory() -> None:
     assert sizes[8] == sizes[64] == TINY["n_layers"] * TINY["d_model"]
 
 
-def test_save_load_predict_identical(tmp_path) -> None:
+@pytest.mark.parametrize("algo", ALGOS)
+def test_save_load_predict_identical(algo, tmp_path) -> None:
     env = tmaze_env(2)
-    model = MemoryPPO(
+    model = algo(
         "MlpGTrXLPolicy",
         env,
         n_steps=16,
@@ -118,7 +126,7 @@ def test_save_load_predict_identical(tmp_path) -> None:
     )
     model.learn(64)
     model.save(tmp_path / "model.zip")
-    loaded = MemoryPPO.load(tmp_path / "model.zip")
+    loaded = algo.load(tmp_path / "model.zip")
     assert loaded.policy.backbone_settings == model.policy.backbone_settings
     assert loaded.get_memory() is None, "the live memory is not part of a saved model"
     obs = env.reset()
@@ -206,12 +214,20 @@ ACTION_SPACES = {
 }
 
 
+@pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("obs_kind", list(OBS_SPACES))
 @pytest.mark.parametrize("action_kind", list(ACTION_SPACES))
-def test_spaces_run(obs_kind: str, action_kind: str) -> None:
+def test_spaces_run(algo, obs_kind: str, action_kind: str) -> None:
+    if algo is VMPO and action_kind == "multidiscrete":
+        with pytest.raises(ValueError, match="VMPO supports Discrete and Box action spaces"):
+            VMPO(
+                "MlpGTrXLPolicy",
+                DummyVecEnv([lambda: _SpacesEnv(OBS_SPACES["box"][1], ACTION_SPACES[action_kind])]),
+            )
+        return
     prefix, obs_space = OBS_SPACES[obs_kind]
     env = DummyVecEnv([lambda: _SpacesEnv(obs_space, ACTION_SPACES[action_kind])] * 2)
-    model = MemoryPPO(
+    model = algo(
         f"{prefix}GTrXLPolicy",
         env,
         n_steps=8,

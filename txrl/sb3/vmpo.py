@@ -1,0 +1,260 @@
+"""V-MPO (Song et al. 2019) with a memory policy, on txrl's shared on-policy machinery.
+
+The rollout, the memory streams and the segment minibatches are those of MemoryPPO
+(:class:`txrl.sb3.common.MemoryOnPolicyAlgorithm`); this module adds V-MPO's loss
+(:func:`txrl.rl.vmpo_loss.vmpo_loss`: value regression, E-step over the top half of the
+*whole* batch's advantages, M-step weighted maximum likelihood with a KL trust region),
+its Lagrange multipliers, and the target network.
+
+Target network (Sec. 4 of the paper): the policy that acts and against which the KL is
+taken, pi_old. By default it is the policy as it was when the rollout was collected
+(``target_update_period=None``): the distribution of every acting step is stored with the
+rollout, so the KL needs no second forward pass. With ``target_update_period=T`` a frozen
+copy acts and is refreshed from the trained network every T gradient steps, as in the paper.
+
+Targets: GAE from SB3's buffer; ``gae_lambda=1`` (the default) gives the n-step returns of
+the paper, bootstrapped at the end of each rollout and cut at episode ends (an episode
+start never bootstraps across the boundary).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, TypeVar
+
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.distributions import CategoricalDistribution, DiagGaussianDistribution
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+
+from txrl.rl.buffer import MemoryRolloutBuffer, SegmentBatch
+from txrl.rl.vmpo_loss import (
+    CategoricalParams,
+    DiagGaussianParams,
+    FullBatch,
+    VMPOBatch,
+    VMPOConfig,
+    VMPOMultipliers,
+    vmpo_loss,
+)
+from txrl.sb3.common import MemoryOnPolicyAlgorithm
+from txrl.sb3.policies import MemoryActorCriticPolicy
+
+SelfVMPO = TypeVar("SelfVMPO", bound="VMPO")
+
+
+class VMPO(MemoryOnPolicyAlgorithm):
+    """V-MPO with a memory policy (GTrXL by default), usable like any SB3 algorithm.
+
+    Policies and memory settings as for :class:`txrl.MemoryPPO`. Action spaces: Discrete
+    (categorical KL) and Box (diagonal Gaussian, decoupled mean and covariance KLs).
+
+    :param epsilon_eta, epsilon_alpha, epsilon_alpha_mu, epsilon_alpha_sigma: the E-step and
+        trust-region bounds; ``init_eta``, ``init_alpha``, ``init_alpha_mu``, ``init_alpha_sigma``:
+        initial multipliers; defaults from :class:`txrl.rl.vmpo_loss.VMPOConfig`.
+    :param target_update_period: gradient steps between target-network refreshes, or None
+        to act with the policy of the rollout's start.
+    :param value_loss_coef: weight of L_V (the paper adds it with weight 1).
+    """
+
+    def __init__(
+        self,
+        policy: str | type[MemoryActorCriticPolicy],
+        env: GymEnv | str,
+        learning_rate: float | Schedule = 1e-4,
+        n_steps: int = 128,
+        batch_size: int = 256,
+        n_epochs: int = 1,
+        segment_length: int = 32,
+        gamma: float = 0.99,
+        gae_lambda: float = 1.0,
+        epsilon_eta: float = VMPOConfig.epsilon_eta,
+        epsilon_alpha: float = VMPOConfig.epsilon_alpha,
+        epsilon_alpha_mu: float = VMPOConfig.epsilon_alpha_mu,
+        epsilon_alpha_sigma: float = VMPOConfig.epsilon_alpha_sigma,
+        init_eta: float = VMPOConfig.init_eta,
+        init_alpha: float = VMPOConfig.init_alpha,
+        init_alpha_mu: float = VMPOConfig.init_alpha_mu,
+        init_alpha_sigma: float = VMPOConfig.init_alpha_sigma,
+        target_update_period: int | None = None,
+        value_loss_coef: float = VMPOConfig.value_loss_coef,
+        max_grad_norm: float = 40.0,
+        aux_loss_coef: dict[str, float] | None = None,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: torch.device | str = "auto",
+        _init_setup_model: bool = True,
+    ) -> None:
+        if target_update_period is not None and (
+            not isinstance(target_update_period, int) or target_update_period < 1
+        ):
+            raise ValueError(
+                f"target_update_period must be an int >= 1 or None, got {target_update_period!r}"
+            )
+        self.vmpo_config = VMPOConfig(
+            epsilon_eta=epsilon_eta,
+            epsilon_alpha=epsilon_alpha,
+            epsilon_alpha_mu=epsilon_alpha_mu,
+            epsilon_alpha_sigma=epsilon_alpha_sigma,
+            init_eta=init_eta,
+            init_alpha=init_alpha,
+            init_alpha_mu=init_alpha_mu,
+            init_alpha_sigma=init_alpha_sigma,
+            value_loss_coef=value_loss_coef,
+            target_update_period=target_update_period or 1,
+            popart=False,
+        )
+        self.target_update_period = target_update_period
+        self._gradient_steps = 0
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            batch_size=batch_size,
+            n_epochs=n_epochs,
+            segment_length=segment_length,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            ent_coef=0.0,
+            vf_coef=value_loss_coef,
+            max_grad_norm=max_grad_norm,
+            aux_loss_coef=aux_loss_coef,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            seed=seed,
+            device=device,
+            _init_setup_model=_init_setup_model,
+        )
+
+    def _setup_model(self) -> None:
+        if not isinstance(self.action_space, spaces.Discrete | spaces.Box):
+            raise ValueError(
+                f"VMPO supports Discrete and Box action spaces, got {self.action_space}"
+            )
+        super()._setup_model()
+        continuous = isinstance(self.action_space, spaces.Box)
+        self.multipliers = VMPOMultipliers.from_config(self.vmpo_config, continuous=continuous).to(
+            self.device
+        )
+        # the multipliers are learned by the policy's optimizer, as one more parameter group
+        self.policy.optimizer.add_param_group({"params": list(self.multipliers.parameters())})
+        self.target_policy: MemoryActorCriticPolicy | None = None
+        if self.target_update_period is not None:
+            self.target_policy = copy.deepcopy(self.policy)
+            self.target_policy.requires_grad_(False)
+
+    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
+        state_dicts, variables = super()._get_torch_save_params()
+        extra = ["multipliers"] + (
+            ["target_policy"] if self.target_update_period is not None else []
+        )
+        return [*state_dicts, *extra], variables
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "multipliers", "target_policy"]
+
+    # ------------------------------------------------------------------ acting
+
+    def _acting_policy(self) -> MemoryActorCriticPolicy:
+        return self.target_policy if self.target_policy is not None else self.policy
+
+    def _record_step(self, rollout_buffer: MemoryRolloutBuffer, distribution: Any) -> None:
+        # pi_old of every acting step, for the KL of Eq. (5)
+        rollout_buffer.add_extra("old_policy", _distribution_params(distribution))
+
+    # ------------------------------------------------------------------ learning
+
+    def _train_context(self) -> dict[str, Any]:
+        # The E-step's top half is chosen over the whole batch D (Sec. 4.2.1), not per minibatch.
+        advantages = torch.as_tensor(
+            self.rollout_buffer.advantages, device=self.device
+        ).flatten()  # (N*B,)
+        return {"advantages": advantages}
+
+    def _loss(
+        self,
+        batch: SegmentBatch,
+        values: torch.Tensor,
+        log_prob: torch.Tensor,
+        entropy: torch.Tensor | None,
+        distribution: Any,
+        context: dict[str, Any],
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        s, _ = batch.episode_starts.shape
+        n_envs = self.rollout_buffer.n_envs
+        # rows of the full (n_steps, n_envs) batch, in the minibatch's (S, G) order
+        steps = batch.start[None, :] + torch.arange(s, device=self.device)[:, None]  # (S, G)
+        index = (steps * n_envs + batch.env_index[None, :]).flatten()  # (X,)
+        old = batch.extras["old_policy"].reshape(index.numel(), -1)  # (S, G, P) -> (X, P)
+        new = _distribution_params(distribution)
+        loss, stats = vmpo_loss(
+            VMPOBatch(
+                log_prob=log_prob,
+                advantages=batch.advantages.flatten(),
+                values=values,
+                returns=batch.returns.flatten(),
+                old_policy=_as_params(old, self.action_space),
+                new_policy=_as_params(new, self.action_space),
+            ),
+            self.multipliers,
+            self.vmpo_config,
+            full_batch=FullBatch(advantages=context["advantages"], index=index),
+        )
+        with torch.no_grad():
+            # the same diagnostic as PPO's: zero before the first gradient step of a rollout
+            log_ratio = log_prob - batch.old_log_prob.flatten()
+            stats["train/approx_kl"] = ((log_ratio.exp() - 1) - log_ratio).mean()
+        return loss, stats
+
+    def _after_gradient_step(self) -> None:
+        self._gradient_steps += 1
+        if self.target_policy is not None and self._gradient_steps % self.target_update_period == 0:  # type: ignore[operator]
+            self.target_policy.load_state_dict(self.policy.state_dict())
+
+    def learn(
+        self: SelfVMPO,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str = "VMPO",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfVMPO:
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
+
+
+def _distribution_params(distribution: Any) -> torch.Tensor:
+    """Parameters of SB3's categorical or diagonal-Gaussian distribution as one (X, P) tensor."""
+    if isinstance(distribution, CategoricalDistribution):
+        return distribution.distribution.logits  # (X, A)
+    if isinstance(distribution, DiagGaussianDistribution):
+        normal = distribution.distribution
+        return torch.cat((normal.mean, normal.stddev.log()), dim=-1)  # (X, 2D)
+    raise ValueError(
+        f"VMPO supports categorical and diagonal Gaussian policies, got {type(distribution).__name__}"
+    )
+
+
+def _as_params(
+    params: torch.Tensor, action_space: spaces.Space
+) -> CategoricalParams | DiagGaussianParams:
+    if isinstance(action_space, spaces.Box):
+        mean, log_std = params.chunk(2, dim=-1)
+        return DiagGaussianParams(mean=mean, log_std=log_std)
+    return CategoricalParams(logits=params)
+
+
+__all__ = ["VMPO"]
