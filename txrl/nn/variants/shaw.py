@@ -1,0 +1,143 @@
+"""Relation-aware self-attention over a Transformer-XL segment memory.
+
+Shaw, Uszkoreit and Vaswani 2018, "Self-Attention with Relative Position Representations";
+eqs. (2)-(5) of ``references/000_4baccbf6ade0250f.txt``.
+
+Legend: B envs, T steps, M memory slots, K = M + T keys, H heads, E head width, D width,
+C = clip + 1 relative embeddings.
+
+Positions enter only as learned embeddings of the clipped distance between query i and key
+j, added to the keys and to the values::
+
+    a^K_ij = w^K_{clip(i - j, k)},  a^V_ij = w^V_{clip(i - j, k)},  clip(x, k) = min(x, k)
+
+(the paper's ``clip(j - i, k) = max(-k, min(k, j - i))``; keys are never in the future here,
+so only the k + 1 distances 0..k exist). ``k`` is the ``clip`` setting: every distance of k
+or more shares one embedding. The tables are per layer and shared across heads (section
+"Efficient Implementation"). The score of eq. (2) is computed in the split form of eq. (5):
+``q_i k_j^T`` for all pairs plus ``q_i w^K_c`` for the C distances only, gathered per pair,
+and the value term of eq. (4) sums the attention weights per distance bucket before
+multiplying by w^V, so no (T, K, E) tensor of per-pair embeddings is built.
+
+The memory is Transformer-XL's (eq. 6): each layer attends over its cached stop-gradient
+inputs of the last M steps and the current ones (:class:`SegmentMemoryTransformer`), in the
+identity-map-reordered (TrXL-I) block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from txrl.nn.protocol import register_backbone
+from txrl.nn.variants.vanilla import (
+    SegmentMemoryTransformer,
+    WindowConfig,
+    attention_entropy,
+    check_int,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShawConfig(WindowConfig):
+    """Settings of ``shaw``; ``clip`` is k of eq. (2): distances >= k share an embedding."""
+
+    clip: int = 16
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("clip", self.clip, 0)
+
+
+def clipped_distances(t: int, k: int, clip: int, device: torch.device) -> torch.Tensor:
+    """clip(i - j, k) for query i (key position K - T + i) and key j -> (T, K) long.
+
+    Future keys (negative distance, always masked) get index 0.
+    """
+    query_pos = torch.arange(t, device=device)[:, None] + (k - t)
+    key_pos = torch.arange(k, device=device)[None, :]
+    return (query_pos - key_pos).clamp(min=0, max=clip)
+
+
+class RelationAwareAttention(nn.Module):
+    """Multi-head attention with Shaw relative key and value embeddings, eqs. (2)-(5)."""
+
+    def __init__(self, d_model: int, n_heads: int, clip: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.clip = clip
+        self.query = nn.Linear(d_model, d_model, bias=False)  # W^Q
+        self.key_value = nn.Linear(d_model, 2 * d_model, bias=False)  # [W^K; W^V]
+        self.out = nn.Linear(d_model, d_model)
+        # w^K_0..w^K_k and w^V_0..w^V_k, shared across heads
+        self.relative_key = nn.Parameter(torch.randn(clip + 1, self.head_dim) / self.head_dim**0.5)
+        self.relative_value = nn.Parameter(
+            torch.randn(clip + 1, self.head_dim) / self.head_dim**0.5
+        )
+        self.dropout = dropout
+
+    def project_memory(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x_j W^K and x_j W^V of layer inputs (B, N, D) -> 2 x (B, N, D)."""
+        keys, values = self.key_value(z).chunk(2, dim=-1)
+        return keys, values
+
+    def forward(
+        self,
+        z: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        allowed: torch.Tensor,
+        stats: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Queries z (B, T, D), keys/values (B, K, D) (the last T are the queries' own),
+        ``allowed`` (B, T, K) bool -> (B, T, D)."""
+        b, t, _ = z.shape
+        k = keys.shape[1]
+        hd, e = self.n_heads, self.head_dim
+        q = self.query(z).view(b, t, hd, e).transpose(1, 2)  # (B, H, T, E)
+        key = keys.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
+        value = values.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
+        index = clipped_distances(t, k, self.clip, z.device)  # (T, K)
+        index = index[None, None].expand(b, hd, t, k)  # (B, H, T, K)
+        # x_i W^Q (x_j W^K)^T, the first term of eq. (5)
+        content = q @ key.transpose(-1, -2)  # (B, H, T, K)
+        # x_i W^Q (a^K_ij)^T, the second term of eq. (5), via the C distinct a^K
+        relative = (q @ self.relative_key.T).gather(-1, index)  # (B, H, T, C) -> (B, H, T, K)
+        # e_ij, eq. (2)
+        scores = (content + relative) / math.sqrt(e)
+        scores = scores.masked_fill(~allowed[:, None], float("-inf"))
+        # alpha_ij, eq. (3)
+        alpha = scores.softmax(dim=-1)  # (B, H, T, K)
+        if stats is not None:
+            stats["attention_entropy"] = attention_entropy(alpha)
+        alpha = F.dropout(alpha, self.dropout, self.training)
+        # sum_j alpha_ij a^V_ij = sum_c (sum_{j: clip(i-j) = c} alpha_ij) w^V_c
+        bucket = torch.zeros(b, hd, t, self.clip + 1, dtype=alpha.dtype, device=alpha.device)
+        bucket = bucket.scatter_add(-1, index, alpha)  # (B, H, T, C)
+        # z_i = sum_j alpha_ij (x_j W^V + a^V_ij), eq. (4)
+        attended = alpha @ value + bucket @ self.relative_value  # (B, H, T, E)
+        return self.out(attended.transpose(1, 2).reshape(b, t, self.d_model))  # (B, T, D)
+
+
+class ShawTransformer(SegmentMemoryTransformer):
+    """TrXL-I blocks with relation-aware attention over the segment memory."""
+
+    def __init__(self, config: ShawConfig) -> None:
+        super().__init__(
+            config,
+            [
+                RelationAwareAttention(config.d_model, config.n_heads, config.clip, config.dropout)
+                for _ in range(config.n_layers)
+            ],
+        )
+
+
+@register_backbone("shaw", ShawConfig)
+def build_shaw(config: ShawConfig) -> ShawTransformer:
+    return ShawTransformer(config)
