@@ -1,0 +1,110 @@
+"""VMPO on the shared machinery: the whole-batch E-step, multipliers, target network, learning."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+import txrl.envs  # noqa: F401 - registers the tasks
+from txrl import VMPO
+
+from .test_learning import BUDGET, success_rate, tmaze
+
+TINY = {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 4, "net_arch": [16]}
+
+
+def small_env(n_envs: int = 2) -> DummyVecEnv:
+    env = DummyVecEnv([lambda: Monitor(gym.make("txrl/TMazePassive-v0", length=3))] * n_envs)
+    env.seed(0)
+    return env
+
+
+def test_e_step_uses_the_whole_batch() -> None:
+    model = VMPO(
+        "MlpGTrXLPolicy",
+        small_env(),
+        n_steps=16,
+        batch_size=8,
+        segment_length=8,
+        policy_kwargs=TINY,
+        seed=0,
+    )
+    model.learn(32)
+    context = model._train_context()
+    assert context["advantages"].shape == (16 * 2,)
+    assert np.allclose(context["advantages"].numpy(), model.rollout_buffer.advantages.flatten())
+    # the threshold logged is that of the whole batch's top half (median of all advantages)
+    logged = model.logger.name_to_value["train/top_half_threshold"]
+    assert logged == pytest.approx(
+        float(np.sort(model.rollout_buffer.advantages.flatten())[16]), abs=1e-5
+    )
+
+
+def test_multipliers_are_trained_positive_and_saved(tmp_path) -> None:
+    model = VMPO(
+        "MlpGTrXLPolicy",
+        small_env(),
+        n_steps=16,
+        batch_size=32,
+        segment_length=8,
+        learning_rate=0.05,
+        policy_kwargs=TINY,
+    )
+    before = model.multipliers.eta.item()
+    model.learn(96)
+    after = model.multipliers.eta.item()
+    assert after != before and after > 0 and model.multipliers.alpha.item() > 0
+    model.save(tmp_path / "vmpo.zip")
+    loaded = VMPO.load(tmp_path / "vmpo.zip")
+    assert loaded.multipliers.eta.item() == pytest.approx(after)
+
+
+def test_target_network_acts_and_is_refreshed_every_period() -> None:
+    model = VMPO(
+        "MlpGTrXLPolicy",
+        small_env(),
+        n_steps=16,
+        batch_size=8,
+        segment_length=8,
+        target_update_period=3,
+        learning_rate=1e-2,
+        policy_kwargs=TINY,
+    )
+    assert model._acting_policy() is model.target_policy
+    model.learn(32)  # one rollout: 4 gradient steps, a refresh after the 3rd
+    assert model._gradient_steps == 4
+    target = dict(model.target_policy.named_parameters())
+    differs = [not torch.equal(p, target[name]) for name, p in model.policy.named_parameters()]
+    assert any(differs), "the 4th step moved the online network past the target"
+
+
+def test_bad_target_period_is_named() -> None:
+    with pytest.raises(ValueError, match="target_update_period must be an int >= 1 or None"):
+        VMPO("MlpGTrXLPolicy", small_env(1), target_update_period=0)
+
+
+def test_vmpo_gtrxl_solves_the_tmaze() -> None:
+    policy_kwargs = {
+        "d_model": 32,
+        "n_layers": 1,
+        "n_heads": 2,
+        "memory_length": 8,
+        "net_arch": [32],
+    }
+    model = VMPO(
+        "MlpGTrXLPolicy",
+        tmaze(8, seed=0),
+        n_steps=32,
+        batch_size=64,
+        n_epochs=4,
+        segment_length=16,
+        learning_rate=1e-3,
+        policy_kwargs=policy_kwargs,
+        seed=0,
+    )
+    model.learn(BUDGET)
+    assert success_rate(model) >= 0.9
