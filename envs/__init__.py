@@ -37,7 +37,7 @@ from .registration import (
     register_envs,
 )
 from .tmaze import TMazeEnv
-from .wrappers import EpisodeSuccessInfo, FreshInfo
+from .wrappers import EpisodeSuccessInfo, FreshInfo, PreviousActionReward
 
 register_envs()
 
@@ -55,6 +55,7 @@ __all__ = [
     "EnvFactory",
     "EpisodeSuccessInfo",
     "FreshInfo",
+    "PreviousActionReward",
     "TMazeEnv",
     "make_env_fn",
     "make_minigrid_memory",

@@ -108,3 +108,95 @@ class FreshInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, terminated, truncated, _fresh(info)
+
+
+def _action_size(space: gym.Space) -> int:
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiBinary):
+        return int(np.prod(space.shape))
+    raise ValueError(
+        f"PreviousActionReward supports Discrete, MultiDiscrete, MultiBinary and Box actions, got {space}"
+    )
+
+
+class PreviousActionReward(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
+    """Adds the previous action and reward to each observation, as the GTrXL and V-MPO agents
+    of Parisotto et al. (2019) and Song et al. (2019) receive them.
+
+    Flat ``Box`` observations are extended to ``[obs, a_{t-1}, r_{t-1}]``; any other observation
+    space becomes a ``Dict`` with ``observation`` (or the original Dict's keys),
+    ``previous_action`` and ``previous_reward``. Discrete actions are one-hot encoded,
+    MultiDiscrete ones as concatenated one-hots, Box and MultiBinary ones as they are. Both are
+    zero on the first step of an episode.
+
+    The information is part of the observation, so acting, training, ``predict`` and
+    ``evaluate_policy`` all see it the same way; evaluate a model trained with this wrapper on
+    an env wrapped the same way.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ObservationWrapper.__init__(self, env)
+        self._action_size = _action_size(env.action_space)
+        inner = env.observation_space
+        self._flat = isinstance(inner, gym.spaces.Box) and len(inner.shape) == 1
+        action_box = gym.spaces.Box(-np.inf, np.inf, (self._action_size,), dtype=np.float32)
+        reward_box = gym.spaces.Box(-np.inf, np.inf, (1,), dtype=np.float32)
+        if self._flat:
+            low = np.concatenate([inner.low.astype(np.float32), action_box.low, reward_box.low])
+            high = np.concatenate([inner.high.astype(np.float32), action_box.high, reward_box.high])
+            self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
+        else:
+            parts = (
+                dict(inner.spaces) if isinstance(inner, gym.spaces.Dict) else {"observation": inner}
+            )
+            self.observation_space = gym.spaces.Dict(
+                {**parts, "previous_action": action_box, "previous_reward": reward_box}
+            )
+        self._previous_action = np.zeros(self._action_size, dtype=np.float32)
+        self._previous_reward = np.zeros(1, dtype=np.float32)
+
+    def _encode(self, action: Any) -> np.ndarray:
+        space = self.env.action_space
+        encoded = np.zeros(self._action_size, dtype=np.float32)
+        if isinstance(space, gym.spaces.Discrete):
+            encoded[int(action) - int(space.start)] = 1.0
+        elif isinstance(space, gym.spaces.MultiDiscrete):
+            offsets = np.concatenate([[0], np.cumsum(space.nvec.ravel())[:-1]])
+            starts = np.asarray(space.start).ravel() if hasattr(space, "start") else 0
+            encoded[offsets + (np.asarray(action).ravel() - starts)] = 1.0
+        else:
+            encoded[:] = np.asarray(action, dtype=np.float32).ravel()
+        return encoded
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        self._previous_action = np.zeros(self._action_size, dtype=np.float32)
+        self._previous_reward = np.zeros(1, dtype=np.float32)
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._previous_action = self._encode(action)
+        self._previous_reward = np.array([float(reward)], dtype=np.float32)
+        return self.observation(obs), reward, terminated, truncated, info
+
+    def observation(self, observation: Any) -> Any:
+        if self._flat:
+            return np.concatenate(
+                [
+                    np.asarray(observation, dtype=np.float32),
+                    self._previous_action,
+                    self._previous_reward,
+                ]
+            )
+        parts = dict(observation) if isinstance(observation, dict) else {"observation": observation}
+        return {
+            **parts,
+            "previous_action": self._previous_action.copy(),
+            "previous_reward": self._previous_reward.copy(),
+        }

@@ -305,3 +305,18 @@ def test_generic_memory_policy_takes_any_backbone() -> None:
     model.learn(8)
     assert model.policy.backbone_name == "gru"
     assert isinstance(model.policy.backbone.rnn, torch.nn.GRU)
+
+
+def test_previous_action_and_reward_reach_the_backbone() -> None:
+    from txrl.envs import PreviousActionReward
+
+    env = DummyVecEnv(
+        [lambda: Monitor(PreviousActionReward(gym.make("txrl/TMazePassive-v0", length=3)))] * 2
+    )
+    model = MemoryPPO(
+        "MlpGTrXLPolicy", env, n_steps=16, batch_size=32, segment_length=8, policy_kwargs=TINY
+    )
+    assert model.policy.backbone.input_dim == 3 + 4 + 1
+    model.learn(32)
+    mean_reward, _ = evaluate_policy(model, env, n_eval_episodes=2)
+    assert np.isfinite(mean_reward)
