@@ -320,3 +320,28 @@ def test_previous_action_and_reward_reach_the_backbone() -> None:
     model.learn(32)
     mean_reward, _ = evaluate_policy(model, env, n_eval_episodes=2)
     assert np.isfinite(mean_reward)
+
+
+def test_subproc_envs_callbacks_and_progress_bar() -> None:
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    from txrl.envs import make_env_fn
+
+    class CountSteps(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def _on_step(self) -> bool:
+            self.calls += 1
+            return True
+
+    env = SubprocVecEnv([make_env_fn("txrl/TMazePassive-v0", length=3)] * 2, start_method="spawn")
+    try:
+        model = MemoryPPO("MlpGTrXLPolicy", env, n_steps=8, batch_size=16, segment_length=4, policy_kwargs=TINY)
+        counter = CountSteps()
+        model.learn(32, callback=counter, progress_bar=True)
+        assert counter.calls == 16 and model.num_timesteps == 32
+    finally:
+        env.close()
