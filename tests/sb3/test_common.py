@@ -275,8 +275,9 @@ def test_unsupported_observation_space_is_named() -> None:
         MemoryPPO("MlpGTrXLPolicy", env)
 
 
-def test_tensorboard_run_name_and_diagnostics(tmp_path) -> None:
-    model = MemoryPPO(
+@pytest.mark.parametrize("algo", ALGOS)
+def test_tensorboard_run_name_and_diagnostics(algo, tmp_path) -> None:
+    model = algo(
         "MlpGTrXLPolicy",
         tmaze_env(2),
         n_steps=16,
@@ -286,7 +287,7 @@ def test_tensorboard_run_name_and_diagnostics(tmp_path) -> None:
         tensorboard_log=str(tmp_path),
     )
     model.learn(64)
-    assert (tmp_path / "MemoryPPO_1").is_dir()
+    assert (tmp_path / f"{algo.__name__}_1").is_dir()
     logged = model.logger.name_to_value
     assert 0.0 <= logged["memory/layer0/gate_attention"] <= 1.0
     assert logged["memory/layer1/attention_entropy"] >= 0.0
@@ -339,7 +340,9 @@ def test_subproc_envs_callbacks_and_progress_bar() -> None:
 
     env = SubprocVecEnv([make_env_fn("txrl/TMazePassive-v0", length=3)] * 2, start_method="spawn")
     try:
-        model = MemoryPPO("MlpGTrXLPolicy", env, n_steps=8, batch_size=16, segment_length=4, policy_kwargs=TINY)
+        model = MemoryPPO(
+            "MlpGTrXLPolicy", env, n_steps=8, batch_size=16, segment_length=4, policy_kwargs=TINY
+        )
         counter = CountSteps()
         model.learn(32, callback=counter, progress_bar=True)
         assert counter.calls == 16 and model.num_timesteps == 32

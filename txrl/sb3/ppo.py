@@ -7,18 +7,16 @@ The rollout, the memory streams and the segment minibatches come from
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, Schedule
 from stable_baselines3.common.utils import FloatSchedule
 
 from txrl.rl.buffer import SegmentBatch
 from txrl.rl.ppo_loss import ppo_loss
 from txrl.sb3.common import MemoryOnPolicyAlgorithm
 from txrl.sb3.policies import MemoryActorCriticPolicy
-
-SelfMemoryPPO = TypeVar("SelfMemoryPPO", bound="MemoryPPO")
 
 
 class MemoryPPO(MemoryOnPolicyAlgorithm):
@@ -140,21 +138,3 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
                 )
             return True
         return False
-
-    def learn(
-        self: SelfMemoryPPO,
-        total_timesteps: int,
-        callback: MaybeCallback = None,
-        log_interval: int = 1,
-        tb_log_name: str = "MemoryPPO",
-        reset_num_timesteps: bool = True,
-        progress_bar: bool = False,
-    ) -> SelfMemoryPPO:
-        return super().learn(
-            total_timesteps=total_timesteps,
-            callback=callback,
-            log_interval=log_interval,
-            tb_log_name=tb_log_name,
-            reset_num_timesteps=reset_num_timesteps,
-            progress_bar=progress_bar,
-        )

@@ -20,12 +20,12 @@ start never bootstraps across the boundary).
 from __future__ import annotations
 
 import copy
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.distributions import CategoricalDistribution, DiagGaussianDistribution
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, Schedule
 
 from txrl.rl.buffer import MemoryRolloutBuffer, SegmentBatch
 from txrl.rl.vmpo_loss import (
@@ -39,8 +39,6 @@ from txrl.rl.vmpo_loss import (
 )
 from txrl.sb3.common import MemoryOnPolicyAlgorithm
 from txrl.sb3.policies import MemoryActorCriticPolicy
-
-SelfVMPO = TypeVar("SelfVMPO", bound="VMPO")
 
 
 class VMPO(MemoryOnPolicyAlgorithm):
@@ -216,24 +214,6 @@ class VMPO(MemoryOnPolicyAlgorithm):
         self._gradient_steps += 1
         if self.target_policy is not None and self._gradient_steps % self.target_update_period == 0:  # type: ignore[operator]
             self.target_policy.load_state_dict(self.policy.state_dict())
-
-    def learn(
-        self: SelfVMPO,
-        total_timesteps: int,
-        callback: MaybeCallback = None,
-        log_interval: int = 1,
-        tb_log_name: str = "VMPO",
-        reset_num_timesteps: bool = True,
-        progress_bar: bool = False,
-    ) -> SelfVMPO:
-        return super().learn(
-            total_timesteps=total_timesteps,
-            callback=callback,
-            log_interval=log_interval,
-            tb_log_name=tb_log_name,
-            reset_num_timesteps=reset_num_timesteps,
-            progress_bar=progress_bar,
-        )
 
 
 def _distribution_params(distribution: Any) -> torch.Tensor:
