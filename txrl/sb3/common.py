@@ -307,7 +307,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         context = self._train_context()
         segments_per_batch = max(1, self.batch_size // self.segment_length)
         logged: dict[str, list[float]] = defaultdict(list)
-        diagnostics: dict[str, float] = {}
+        diagnostics: dict[str, float] | None = None  # backbone stats, from the first minibatch
         stopped = False
         for _ in range(self.n_epochs):
             for batch in self.rollout_buffer.segments(
@@ -316,7 +316,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 segments_per_batch,
                 generator=self._shuffle_rng,
             ):
-                want_stats = not diagnostics
+                want_stats = diagnostics is None
                 values, log_prob, entropy, distribution, out = self.evaluate_batch(
                     batch, stats=want_stats
                 )
@@ -325,9 +325,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                     loss = loss + self.aux_loss_coef.get(name, 1.0) * aux
                     stats[f"train/aux/{name}"] = aux.detach()
                 if want_stats:
-                    diagnostics = {f"memory/{k}": float(v) for k, v in out.stats.items()} or {
-                        "memory/none": 0.0
-                    }
+                    diagnostics = {f"memory/{k}": float(v) for k, v in out.stats.items()}
                 for key, value in stats.items():
                     logged[key].append(float(value))
                 if self._stop_epoch(stats):
@@ -346,9 +344,8 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         explained = explained_variance(buffer.values.flatten(), buffer.returns.flatten())
         for key, values_logged in logged.items():
             self.logger.record(key, float(np.mean(values_logged)))
-        for key, value in diagnostics.items():
-            if key != "memory/none":
-                self.logger.record(key, value)
+        for key, value in (diagnostics or {}).items():
+            self.logger.record(key, value)
         self.logger.record("train/explained_variance", explained)
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record(
