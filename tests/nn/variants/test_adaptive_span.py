@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
+from txrl.nn.variants._common import relative_attention
 from txrl.nn.variants.adaptive_span import AdaptiveSpanAttention, AdaptiveSpanTransformer
-from txrl.nn.variants.vanilla import relative_attention
 
 from ..conftest import small_backbone
 

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
+from txrl.nn.variants._common import window_validity
 from txrl.nn.variants.linformer import LinformerAttention, LinformerTransformer
-from txrl.nn.variants.vanilla import window_validity
 from txrl.nn.window import window_mask
 
 from ..conftest import small_backbone

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from txrl.nn.variants._common import episode_time
 from txrl.nn.variants.sparse import SparseTransformer
-from txrl.nn.variants.vanilla import episode_time
 from txrl.nn.window import window_mask
 
 from ..conftest import small_backbone

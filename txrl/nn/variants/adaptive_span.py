@@ -36,13 +36,12 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.protocol import register_backbone
-from txrl.nn.variants.vanilla import (
+from txrl.nn.variants._common import (
+    MaskedRelativeAttention,
     SegmentMemoryTransformer,
     WindowConfig,
-    attention_entropy,
-    relative_attention,
+    key_distances,
 )
 
 
@@ -71,19 +70,15 @@ class AdaptiveSpanConfig(WindowConfig):
             )
 
 
-class AdaptiveSpanAttention(nn.Module):
+class AdaptiveSpanAttention(MaskedRelativeAttention):
     """Relative multi-head attention with one learned soft span per head."""
 
     def __init__(self, config: AdaptiveSpanConfig) -> None:
-        super().__init__()
-        self.relative = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        super().__init__(config)
         self.max_span = float(config.memory_length)  # S
         self.ramp = float(config.span_ramp)  # R
         init = math.log(config.span_init / (1.0 - config.span_init))
         self.span_logit = nn.Parameter(torch.full((config.n_heads,), init))  # theta
-
-    def project_memory(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.relative.project_memory(z)
 
     def spans(self) -> torch.Tensor:
         """z = S * sigmoid(theta) in [0, S], per head -> (H,)."""
@@ -111,19 +106,14 @@ class AdaptiveSpanAttention(nn.Module):
         keep = min(m, reach)
         keys, values = keys[:, m - keep :], values[:, m - keep :]  # (B, K', D), K' = keep + T
         allowed = allowed[..., m - keep :]  # (B, T, K')
-        query_pos = torch.arange(t, device=z.device)[:, None] + keep
-        distance = (query_pos - torch.arange(keep + t, device=z.device)[None, :]).clamp(min=0)
+        distance = key_distances(t, keep + t, z.device).clamp(min=0)  # (T, K')
         # m_z(i - j), per head -> (H, T, K')
         mask = self.soft_mask(distance.to(z.dtype))
         usable = allowed[:, None] & (mask > 0)[None]  # (B, H, T, K')
         # log m_z: a_ij = softmax_j(s_ij + log m_z(i - j)) is the re-normalised masked softmax
         bias = torch.where(usable, mask.clamp_min(1e-30).log()[None], float("-inf"))
-        out, weights = relative_attention(
-            self.relative, z, keys, values, bias, with_weights=stats is not None
-        )
+        out = self.attend(z, keys, values, bias, stats)
         if stats is not None:
-            assert weights is not None
-            stats["attention_entropy"] = attention_entropy(weights)
             stats["keys_kept"] = torch.tensor(float(keep), device=z.device)
             stats["span_mean"] = self.spans().mean().detach()
         return out

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -68,7 +68,16 @@ from torch import nn
 
 from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
-from txrl.nn.window import next_valid, slide, window_mask
+from txrl.nn.variants import _common
+from txrl.nn.variants._common import (
+    PreNormBlock,
+    WindowConfig,
+    check_positive,
+    key_distances,
+    memory_in_use,
+    split_heads,
+)
+from txrl.nn.window import episode_ids, next_valid, slide, window_mask
 
 COMPRESSIONS = ("pool", "conv")
 
@@ -85,7 +94,7 @@ class CompressiveState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class CompressiveConfig:
+class CompressiveConfig(WindowConfig):
     """Settings of ``compressive``.
 
     ``compressed_length``: Mc compressed slots per layer (default 32);
@@ -93,49 +102,20 @@ class CompressiveConfig:
     ``compression``: ``"pool"`` or ``"conv"`` (default ``"conv"``, the paper's best).
     """
 
-    input_dim: int
-    d_model: int = 128
-    n_layers: int = 3
-    n_heads: int = 4
-    memory_length: int = 64
     compressed_length: int = 32
     compression_rate: int = 3
     compression: str = "conv"
-    d_ff: int | None = None  # width of the position-wise MLP; None means 4 * d_model
-    dropout: float = 0.0
+
+    needs_even_width: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        for name in (
-            "input_dim",
-            "d_model",
-            "n_layers",
-            "n_heads",
-            "compressed_length",
-            "compression_rate",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not isinstance(self.memory_length, int) or self.memory_length < 0:
-            raise ValueError(f"memory_length must be an int >= 0, got {self.memory_length!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
-            )
-        if self.d_model % 2:
-            raise ValueError(f"d_model must be even for the sinusoid encoding, got {self.d_model}")
+        super().__post_init__()
+        check_positive("compressed_length", self.compressed_length)
+        check_positive("compression_rate", self.compression_rate)
         if self.compression not in COMPRESSIONS:
             raise ValueError(
                 f"unknown compression {self.compression!r}; valid compressions: {', '.join(COMPRESSIONS)}"
             )
-        if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff <= 0):
-            raise ValueError(f"d_ff must be a positive int, got {self.d_ff!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-
-    @property
-    def ff_width(self) -> int:
-        return self.d_ff if self.d_ff is not None else 4 * self.d_model
 
 
 class Compression(nn.Module):
@@ -173,47 +153,22 @@ def relative_attention(
 
     ``z`` (B, T, D) normalised queries, ``keys``/``values`` (B, K, D), ``allowed`` (B, T, K),
     ``distance`` (B, T, K) long in [0, n_distances). Uses the parameters of ``attn``; the
-    positional scores of the n distances are computed once and gathered per pair.
+    positional scores of the n distances are computed once and gathered per pair
+    (:func:`txrl.nn.variants._common.relative_attention`).
     """
-    b, t, d = z.shape
-    k = keys.shape[1]
-    hd, e = attn.n_heads, attn.head_dim
-    q = attn.query(z).view(b, t, hd, e).transpose(1, 2)  # (B, H, T, E)
-    key = keys.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
-    value = values.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
-    # W_kR R_d for d = 0..n-1 (position_keys lists them from n-1 down, cached while acting)
-    position = attn.position_keys(n_distances).flip(0)  # (n, H, E)
-    # (b) + (d): (q + v)^T W_kR R_{i-j}
-    qv = q + attn.position_bias[None, :, None, :]  # (B, H, T, E)
-    by_distance = torch.einsum("bhte,nhe->bhtn", qv, position)  # (B, H, T, n)
-    position_scores = by_distance.gather(-1, distance[:, None].expand(b, hd, t, k))  # (B, H, T, K)
-    bias = (position_scores / math.sqrt(e)).masked_fill(~allowed[:, None], float("-inf"))
-    # (a) + (c): (q + u)^T k_j, scaled inside the product
-    qu = q + attn.content_bias[None, :, None, :]
-    attended = F.scaled_dot_product_attention(
-        qu, key, value, attn_mask=bias, dropout_p=attn.dropout if attn.training else 0.0
-    )  # (B, H, T, E)
-    return attn.out(attended.transpose(1, 2).reshape(b, t, d))  # (B, T, D)
+    out, _ = _common.relative_attention(attn, z, keys, values, allowed, distance, n_distances)
+    return out
 
 
-class CompressiveBlock(nn.Module):
+class CompressiveBlock(PreNormBlock):
     """Pre-LayerNorm block over [cm ; m ; h] plus this layer's compression function."""
 
     def __init__(self, config: CompressiveConfig) -> None:
-        super().__init__()
-        self.norm_attention = nn.LayerNorm(config.d_model)
-        self.attention = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
-        self.norm_mlp = nn.LayerNorm(config.d_model)
-        self.mlp = nn.Sequential(
-            nn.Linear(config.d_model, config.ff_width),
-            nn.ReLU(),
-            nn.Dropout(config.dropout),
-            nn.Linear(config.ff_width, config.d_model),
-        )
-        self.dropout = nn.Dropout(config.dropout)
+        attention = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        super().__init__(config, attention, output_relu=False)
         self.compress = Compression(config.compression, config.d_model, config.compression_rate)
 
-    def forward(
+    def attend(
         self,
         h: torch.Tensor,
         memory: torch.Tensor,
@@ -221,16 +176,13 @@ class CompressiveBlock(nn.Module):
         distance: torch.Tensor,
         n_distances: int,
     ) -> torch.Tensor:
-        """``h`` (B, T, D) layer input, ``memory`` (B, K - T, D) stop-gradient entries."""
-        z = self.norm_attention(h)
+        """MHA(LN(.)) of ``h`` (B, T, D) over [``memory`` (B, K - T, D), stop-gradient ; h],
+        with explicit distances (B, T, K) in [0, n_distances)."""
+        z = self.attention_input(h)
         keys, values = self.attention.project_memory(
             torch.cat((self.norm_attention(memory), z), dim=1)
         )  # (B, K, D) each
-        attended = relative_attention(
-            self.attention, z, keys, values, allowed, distance, n_distances
-        )
-        h = h + self.dropout(attended)
-        return h + self.dropout(self.mlp(self.norm_mlp(h)))
+        return relative_attention(self.attention, z, keys, values, allowed, distance, n_distances)
 
     def content_attention(
         self, queries: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor
@@ -242,14 +194,12 @@ class CompressiveBlock(nn.Module):
         """
         attn, norm = self.attention, self.norm_attention
         hd, e = attn.n_heads, attn.head_dim
-        b, t, _ = queries.shape
-        n = memory.shape[1]
         weight, bias = norm.weight.detach(), norm.bias.detach()
         zq = F.layer_norm(queries, norm.normalized_shape, weight, bias, norm.eps)
         zm = F.layer_norm(memory, norm.normalized_shape, weight, bias, norm.eps)
-        q = F.linear(zq, attn.query.weight.detach()).view(b, t, hd, e).transpose(1, 2)
+        q = split_heads(F.linear(zq, attn.query.weight.detach()), hd)  # (B, H, T, E)
         kv = F.linear(zm, attn.key_value.weight.detach())  # (B, N, 2D)
-        k, v = (part.view(b, n, hd, e).transpose(1, 2) for part in kv.chunk(2, dim=-1))
+        k, v = (split_heads(part, hd) for part in kv.chunk(2, dim=-1))  # (B, H, N, E)
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(e)  # (B, H, T, N)
         scores = scores.masked_fill(~mask[:, None, None, :], -1e9)
         return scores.softmax(dim=-1) @ v  # (B, H, T, E)
@@ -335,18 +285,13 @@ class CompressiveTransformer(Backbone):
         m, mc, c = cfg.memory_length, cfg.compressed_length, cfg.compression_rate
         p = c - 1
         device = x.device
-        step_episode = episode_starts.transpose(0, 1).long().cumsum(dim=1)  # (B, T), 0: carried
-
         # ---- which evictions happen after which step, and which complete a group of c
-        # the eviction stream [pending ; FIFO ; current steps]: (B, X) episode ids (-1 invalid)
-        stream_episode = torch.cat(
-            (
-                torch.where(state.pending_valid, 0, -1),
-                torch.where(state.valid, 0, -1),
-                step_episode,
-            ),
-            dim=1,
-        )
+        # the eviction stream [pending ; FIFO ; current steps]: (B, X) episode ids (-1 invalid,
+        # 0 carried over)
+        memory_episode, step_episode = episode_ids(
+            torch.cat((state.pending_valid, state.valid), dim=1), episode_starts
+        )  # (B, P+M), (B, T)
+        stream_episode = torch.cat((memory_episode, step_episode), dim=1)
         x_len = stream_episode.shape[1]
         evicted_at = p + torch.arange(t, device=device)  # stream entry leaving after step i
         # only an entry of the step's own episode moves on to the pending buffer
@@ -387,7 +332,7 @@ class CompressiveTransformer(Backbone):
         )  # (B, T, T)
         fresh_distance = m + 1 + newer
         window_ok = window_mask(state.valid, episode_starts, m)  # (B, T, M+T)
-        window_distance = steps[:, None] + m - torch.arange(m + t, device=device)[None, :]
+        window_distance = key_distances(t, m + t, device)  # (T, M+T)
         allowed = torch.cat((carried_ok, fresh_ok, window_ok), dim=2)  # (B, T, K)
         n_distances = m + mc + 1
         distance = torch.cat(
@@ -431,7 +376,7 @@ class CompressiveTransformer(Backbone):
             fresh = fresh_grad.detach()
             memory = torch.cat((state.compressed[:, layer], fresh, state.hidden[:, layer]), dim=1)
             h_in = h
-            h = block(h, memory, allowed, distance, n_distances)
+            h = block(h, block.attend(h, memory, allowed, distance, n_distances))
 
             # L^attn = || attn(h, old_mem) - attn(h, f_c(old_mem)) ||^2 over this call's compressions
             queries = h_in.detach()
@@ -459,7 +404,7 @@ class CompressiveTransformer(Backbone):
         )
         out_stats: dict[str, torch.Tensor] = {}
         if stats:
-            out_stats["memory_in_use"] = state.valid.float().mean() if m else torch.zeros(())
+            out_stats["memory_in_use"] = memory_in_use(state.valid)
             out_stats["compressed_in_use"] = state.compressed_valid.float().mean()
             out_stats["compressions_per_step"] = trigger.float().mean()
         count = has_compressed.long().sum()

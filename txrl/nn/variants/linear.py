@@ -55,6 +55,13 @@ from torch import nn
 
 from txrl.nn.attention import sinusoid_table
 from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
+from txrl.nn.variants._common import (
+    CommonSettings,
+    PreNormBlock,
+    check_int,
+    check_positive,
+    episode_time,
+)
 
 EPS = 1e-6  # added to the normaliser, as in the reference implementation of the paper
 
@@ -68,7 +75,7 @@ class LinearState(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class LinearConfig:
+class LinearConfig(CommonSettings):
     """Settings of ``linear``.
 
     ``position_encoding``: add the sinusoid of the step's index in its episode to the input
@@ -84,31 +91,13 @@ class LinearConfig:
     position_encoding: bool = True
     chunk_size: int = 64
 
+    @property
+    def needs_even_width(self) -> bool:  # type: ignore[override]
+        return self.position_encoding
+
     def __post_init__(self) -> None:
-        for name in ("input_dim", "d_model", "n_layers", "n_heads", "chunk_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
-            )
-        if self.position_encoding and self.d_model % 2:
-            raise ValueError(
-                f"d_model must be even for the sinusoid position encoding, got {self.d_model}"
-            )
-        if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff <= 0):
-            raise ValueError(f"d_ff must be a positive int, got {self.d_ff!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-
-    @property
-    def ff_width(self) -> int:
-        return self.d_ff if self.d_ff is not None else 4 * self.d_model
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        super().__post_init__()
+        check_positive("chunk_size", self.chunk_size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,10 +115,8 @@ class PerformerConfig(LinearConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not isinstance(self.n_features, int) or self.n_features <= 0:
-            raise ValueError(f"n_features must be a positive int, got {self.n_features!r}")
-        if not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an int, got {self.seed!r}")
+        check_positive("n_features", self.n_features)
+        check_int("seed", self.seed)
 
 
 # ---------------------------------------------------------------------------- feature maps
@@ -294,38 +281,6 @@ class KernelAttention(nn.Module):
         return self.out(attended), kv, k_sum, after
 
 
-class LinearBlock(nn.Module):
-    """Pre-LayerNorm block: h + Attn(LN(h)), then + MLP(LN(.))."""
-
-    def __init__(self, config: LinearConfig, attention: KernelAttention) -> None:
-        super().__init__()
-        self.norm_attention = nn.LayerNorm(config.d_model)
-        self.attention = attention
-        self.norm_mlp = nn.LayerNorm(config.d_model)
-        self.mlp = nn.Sequential(
-            nn.Linear(config.d_model, config.ff_width),
-            nn.ReLU(),
-            nn.Dropout(config.dropout),
-            nn.Linear(config.ff_width, config.d_model),
-        )
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(
-        self,
-        h: torch.Tensor,
-        kv: torch.Tensor,
-        k_sum: torch.Tensor,
-        episode: torch.Tensor,
-        states_after: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        attended, kv, k_sum, after = self.attention(
-            self.norm_attention(h), kv, k_sum, episode, states_after=states_after
-        )
-        h = h + self.dropout(attended)
-        h = h + self.dropout(self.mlp(self.norm_mlp(h)))
-        return h, kv, k_sum, after
-
-
 class LinearTransformer(Backbone):
     """Linear-attention transformer behind the backbone protocol (see the module docstring)."""
 
@@ -345,7 +300,7 @@ class LinearTransformer(Backbone):
                     config.n_features, config.head_dim, generator, config.orthogonal
                 )
             attention = KernelAttention(config.d_model, config.n_heads, feature, omega)
-            blocks.append(LinearBlock(config, attention))
+            blocks.append(PreNormBlock(config, attention, output_relu=False))
         self.blocks = nn.ModuleList(blocks)
         self.n_features = blocks[0].attention.n_features
 
@@ -362,13 +317,6 @@ class LinearTransformer(Backbone):
             steps=torch.zeros(batch_size, dtype=torch.long, device=device),
         )
 
-    def _positions(self, steps: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
-        """Index of each step in its episode; ``steps`` (B,) carried count, ``starts`` (B, T) -> (B, T)."""
-        t = starts.shape[1]
-        index = torch.arange(t, device=starts.device)[None, :].expand_as(starts)  # (B, T)
-        last_start = torch.where(starts, index, -1).cummax(dim=1).values  # (B, T)
-        return torch.where(last_start >= 0, index - last_start, steps[:, None] + index)
-
     def run(
         self,
         x: torch.Tensor,
@@ -382,7 +330,7 @@ class LinearTransformer(Backbone):
         c = self.config
         t, b = episode_starts.shape
         starts = episode_starts.transpose(0, 1)  # (B, T)
-        positions = self._positions(state.steps, starts)  # (B, T)
+        positions = episode_time(state.steps, episode_starts)  # (B, T)
         h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
         if c.position_encoding:
             table = sinusoid_table(positions.flatten(), c.d_model).to(h.dtype)  # (B*T, D)
@@ -401,9 +349,12 @@ class LinearTransformer(Backbone):
             before = (torch.stack(kv, dim=1), torch.stack(k_sum, dim=1)) if trace else None
             afters = []
             for layer, block in enumerate(self.blocks):
-                h_chunk, kv[layer], k_sum[layer], after = block(
-                    h_chunk, kv[layer], k_sum[layer], episode, trace
+                # h + Attn(LN(h)), then + MLP(LN(.))
+                z = block.attention_input(h_chunk)
+                attended, kv[layer], k_sum[layer], after = block.attention(
+                    z, kv[layer], k_sum[layer], episode, states_after=trace
                 )
+                h_chunk = block(h_chunk, attended)
                 afters.append(after)
             outputs.append(h_chunk)
             if before is not None:

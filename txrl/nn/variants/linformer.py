@@ -40,7 +40,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from txrl.nn.protocol import register_backbone
-from txrl.nn.variants.vanilla import (
+from txrl.nn.variants._common import (
+    ProjectedAttention,
     SegmentMemoryTransformer,
     WindowConfig,
     attention_entropy,
@@ -75,28 +76,16 @@ def banded(per_window: torch.Tensor) -> torch.Tensor:
     return rows.permute(0, 2, 1, 3)  # (B, T, R, K)
 
 
-class LinformerAttention(nn.Module):
+class LinformerAttention(ProjectedAttention):
     """Multi-head attention over k learned projections of each query's window."""
 
     def __init__(self, config: LinformerConfig) -> None:
-        super().__init__()
-        d, window = config.d_model, config.memory_length + 1
-        self.d_model = d
-        self.n_heads = config.n_heads
-        self.head_dim = d // config.n_heads
+        super().__init__(config.d_model, config.n_heads, config.dropout)  # W^Q, [W^K; W^V], W^O
         self.memory_length = config.memory_length
-        self.query = nn.Linear(d, d, bias=False)  # W^Q
-        self.key_value = nn.Linear(d, 2 * d, bias=False)  # [W^K; W^V]
-        self.out = nn.Linear(d, d)
+        window = config.memory_length + 1
         # E and F (k x W): column w weighs window slot w (W-1: the query's own step)
         self.proj_key = nn.Parameter(torch.randn(config.proj_dim, window) / math.sqrt(window))
         self.proj_value = nn.Parameter(torch.randn(config.proj_dim, window) / math.sqrt(window))
-        self.dropout = config.dropout
-
-    def project_memory(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """K = z W^K and V = z W^V of layer inputs (B, N, D) -> 2 x (B, N, D)."""
-        keys, values = self.key_value(z).chunk(2, dim=-1)
-        return keys, values
 
     def forward(
         self,

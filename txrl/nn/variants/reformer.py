@@ -50,8 +50,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
-from txrl.nn.window import next_valid, slide, window_at, window_mask
+from txrl.nn.protocol import BackboneOutput, register_backbone
+from txrl.nn.variants._common import (
+    LayerMemoryBackbone,
+    WindowConfig,
+    check_int,
+    feed_forward,
+    key_distances,
+    memory_in_use,
+    merge_heads,
+    split_heads,
+)
+from txrl.nn.window import window_mask
 
 
 class ReformerState(NamedTuple):
@@ -78,48 +88,23 @@ class LSHOutput(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class ReformerConfig:
+class ReformerConfig(WindowConfig):
     """Settings of ``reformer``.
 
     ``n_buckets``: hash buckets per head (even, default 4); ``seed``: seed of the fixed
     random rotations.
     """
 
-    input_dim: int
-    d_model: int = 128
-    n_layers: int = 3
-    n_heads: int = 4
-    memory_length: int = 64
     n_buckets: int = 4
     seed: int = 0
-    d_ff: int | None = None  # width of the feed-forward layer; None means 4 * d_model
-    dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("input_dim", "d_model", "n_layers", "n_heads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not isinstance(self.memory_length, int) or self.memory_length < 0:
-            raise ValueError(f"memory_length must be an int >= 0, got {self.memory_length!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
-            )
+        super().__post_init__()
         if not isinstance(self.n_buckets, int) or self.n_buckets < 2 or self.n_buckets % 2:
             raise ValueError(
                 f"n_buckets must be an even int >= 2 (h(x) = argmax([xR; -xR])), got {self.n_buckets!r}"
             )
-        if not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an int, got {self.seed!r}")
-        if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff <= 0):
-            raise ValueError(f"d_ff must be a positive int, got {self.d_ff!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-
-    @property
-    def ff_width(self) -> int:
-        return self.d_ff if self.d_ff is not None else 4 * self.d_model
+        check_int("seed", self.seed)
 
 
 class LSHAttention(nn.Module):
@@ -174,33 +159,28 @@ class LSHAttention(nn.Module):
         ``memory_keys``/``memory_values`` (B, M, D); ``window`` (B, T, K) the memory-window
         mask of :func:`txrl.nn.window.window_mask`.
         """
-        b, t, _ = z.shape
-        m = memory_keys.shape[1]
-        k = m + t
-        hd, e = self.n_heads, self.head_dim
+        t, m = z.shape[1], memory_keys.shape[1]
+        hd = self.n_heads
         k_new, v_new = self.project_memory(z)  # (B, T, D) each
         keys = torch.cat((memory_keys, k_new), dim=1)  # (B, K, D)
         values = torch.cat((memory_values, v_new), dim=1)  # (B, K, D)
-        q = self.query_key(z).view(b, t, hd, e).transpose(1, 2)  # (B, H, T, E)
-        key = keys.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
-        value = values.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
+        q = split_heads(self.query_key(z), hd)  # (B, H, T, E)
+        key, value = split_heads(keys, hd), split_heads(values, hd)  # (B, H, K, E)
 
         bucket = self.buckets(keys)  # (B, H, K)
         bucket_query = bucket[..., m:]  # (B, H, T): a query hashes like its own key
         # S_i = {j : h(q_i) = h(k_j)} within the window
         same_bucket = bucket_query[..., :, None] == bucket[..., None, :]  # (B, H, T, K)
-        position = torch.arange(k, device=z.device)
-        query_position = torch.arange(t, device=z.device) + m
-        is_self = position[None, :] == query_position[:, None]  # (T, K)
+        distance = key_distances(t, m + t, z.device)  # (T, K) i - j
+        is_self = distance == 0
         others = window[:, None] & same_bucket & ~is_self  # (B, H, T, K)
         alone = ~others.any(dim=-1, keepdim=True)  # (B, H, T, 1)
         allowed = others | (is_self & alone)  # itself only when nothing else is allowed
 
-        distance = (query_position[:, None] - position[None, :]).clamp(0, self.memory_length)
         # q_i^T k_j / sqrt(E) + b_{h, i-j}
-        bias = self.distance_bias[:, distance]  # (H, T, K)
+        bias = self.distance_bias[:, distance.clamp(0, self.memory_length)]  # (H, T, K)
         bias = bias[None].masked_fill(~allowed, float("-inf"))  # (B, H, T, K)
-        scale = 1.0 / math.sqrt(e)
+        scale = 1.0 / math.sqrt(self.head_dim)
         weights = None
         if with_weights:
             scores = (q @ key.transpose(-1, -2)) * scale + bias
@@ -215,9 +195,12 @@ class LSHAttention(nn.Module):
                 dropout_p=self.dropout if self.training else 0.0,
                 scale=scale,
             )  # (B, H, T, E)
-        attended = attended.transpose(1, 2).reshape(b, t, self.d_model)  # (B, T, D)
         return LSHOutput(
-            self.out(attended), keys, values, weights, allowed if with_weights else None
+            self.out(merge_heads(attended)),
+            keys,
+            values,
+            weights,
+            allowed if with_weights else None,
         )
 
 
@@ -239,12 +222,7 @@ class ReversibleBlock(nn.Module):
             config.d_model, config.n_heads, config.memory_length, rotations, config.dropout
         )
         self.norm_ff = nn.LayerNorm(config.d_model)
-        self.ff = nn.Sequential(
-            nn.Linear(config.d_model, config.ff_width),
-            nn.ReLU(),
-            nn.Dropout(config.dropout),
-            nn.Linear(config.ff_width, config.d_model),
-        )
+        self.ff = feed_forward(config)
 
     def attention_input(self, x2: torch.Tensor) -> torch.Tensor:
         return self.norm_attention(x2)
@@ -285,38 +263,22 @@ class ReversibleBlock(nn.Module):
         return x1, x2
 
 
-class Reformer(Backbone):
+class Reformer(LayerMemoryBackbone):
     """Reversible LSH-attention transformer behind the backbone protocol (see the module docstring)."""
 
+    state_type = ReformerState
+    trace_type = ReformerTrace
+
     def __init__(self, config: ReformerConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.input_dim = config.input_dim
-        self.output_dim = config.d_model
-        self.memory_length = config.memory_length
-        self.embed = nn.Linear(config.input_dim, config.d_model)
-        head_dim = config.d_model // config.n_heads
+        super().__init__(config, config.n_layers)
         blocks = []
         for layer in range(config.n_layers):
             generator = torch.Generator().manual_seed(config.seed * 1000003 + layer)
             rotations = torch.randn(
-                config.n_heads, head_dim, config.n_buckets // 2, generator=generator
+                config.n_heads, config.head_dim, config.n_buckets // 2, generator=generator
             )  # R per head: (H, E, n/2)
             blocks.append(ReversibleBlock(config, rotations))
         self.blocks = nn.ModuleList(blocks)
-
-    def initial_state(
-        self, batch_size: int, device: torch.device | str | None = None
-    ) -> ReformerState:
-        c = self.config
-        device = device if device is not None else self.embed.weight.device
-        shape = (batch_size, c.n_layers, c.memory_length, c.d_model)
-        return ReformerState(
-            hidden=torch.zeros(shape, device=device),
-            keys=torch.zeros(shape, device=device),
-            values=torch.zeros(shape, device=device),
-            valid=torch.zeros((batch_size, c.memory_length), dtype=torch.bool, device=device),
-        )
 
     def run(
         self,
@@ -328,33 +290,25 @@ class Reformer(Backbone):
         stats: bool = False,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
-        t, m = x.shape[0], self.memory_length
-        k = m + t
+        m = self.memory_length
         h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
         x1, x2 = h, h  # duplicated streams
         window = window_mask(state.valid, episode_starts, m)  # (B, T, K)
         layer_inputs, new_keys, new_values = [], [], []
         for layer, block in enumerate(self.blocks):
-            layer_inputs.append(x2.detach())
+            layer_inputs.append(x2)
             memory = LayerMemory(state.keys[:, layer], state.values[:, layer], window)
             x1, x2, attended = block(x1, x2, memory)
-            new_keys.append(attended.keys[:, k - m :].detach())  # (B, M, D)
-            new_values.append(attended.values[:, k - m :].detach())
+            new_keys.append(attended.keys[:, m:])  # (B, T, D) those of the T steps
+            new_values.append(attended.values[:, m:])
         output = 0.5 * (x1 + x2)  # (B, T, D)
 
-        inputs = torch.stack(layer_inputs, dim=1)  # (B, L, T, D)
-        new_state = ReformerState(
-            hidden=slide(state.hidden, inputs, dim=2),
-            keys=torch.stack(new_keys, dim=1),
-            values=torch.stack(new_values, dim=1),
-            valid=next_valid(state.valid, episode_starts),
-        )
+        new_state = self.next_state(state, layer_inputs, new_keys, new_values, episode_starts)
         out_stats: dict[str, torch.Tensor] = {}
         if stats:
             with torch.no_grad():
-                x2_first = layer_inputs[0]
                 first = self.blocks[0].f(
-                    x2_first, LayerMemory(state.keys[:, 0], state.values[:, 0], window), True
+                    layer_inputs[0], LayerMemory(state.keys[:, 0], state.values[:, 0], window), True
                 )
                 assert first.allowed is not None
                 attended_keys = first.allowed.sum(-1).float()  # (B, H, T)
@@ -362,30 +316,9 @@ class Reformer(Backbone):
                 out_stats["layer0/self_only_fraction"] = (
                     first.allowed[..., m:].diagonal(dim1=-2, dim2=-1).float().mean()
                 )
-            out_stats["memory_in_use"] = state.valid.float().mean() if m else torch.zeros(())
-        # (B, L, T, D) -> (T, B, L, D)
-        step_trace = ReformerTrace(hidden=inputs.permute(2, 0, 1, 3)) if trace else None
+            out_stats["memory_in_use"] = memory_in_use(state.valid)
+        step_trace = self.trace_of(layer_inputs) if trace else None
         return BackboneOutput(output.transpose(0, 1), new_state, step_trace, {}, out_stats)
-
-    def state_at(
-        self,
-        initial: ReformerState,
-        trace: ReformerTrace,
-        episode_starts: torch.Tensor,
-        t: torch.Tensor,
-    ) -> ReformerState:
-        """Rebuild the window before step ``t[b]``; keys and values are re-projected (as TrXL)."""
-        # (B, L, M, D) <-> window entries (B, M, L, D)
-        hidden, valid = window_at(
-            initial.hidden.transpose(1, 2), trace.hidden, initial.valid, episode_starts, t
-        )
-        hidden = hidden.transpose(1, 2)  # (B, M, L, D) -> (B, L, M, D)
-        keys, values = [], []
-        for layer, block in enumerate(self.blocks):
-            k_l, v_l = block.attention.project_memory(block.attention_input(hidden[:, layer]))
-            keys.append(k_l)
-            values.append(v_l)
-        return ReformerState(hidden, torch.stack(keys, dim=1), torch.stack(values, dim=1), valid)
 
 
 @register_backbone("reformer", ReformerConfig)

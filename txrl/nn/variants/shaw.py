@@ -20,8 +20,9 @@ and the value term of eq. (4) sums the attention weights per distance bucket bef
 multiplying by w^V, so no (T, K, E) tensor of per-pair embeddings is built.
 
 The memory is Transformer-XL's (eq. 6): each layer attends over its cached stop-gradient
-inputs of the last M steps and the current ones (:class:`SegmentMemoryTransformer`), in the
-identity-map-reordered (TrXL-I) block.
+inputs of the last M steps and the current ones
+(:class:`~txrl.nn.variants._common.SegmentMemoryTransformer`), in the identity-map-reordered
+(TrXL-I) block.
 """
 
 from __future__ import annotations
@@ -34,11 +35,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from txrl.nn.protocol import register_backbone
-from txrl.nn.variants.vanilla import (
+from txrl.nn.variants._common import (
+    ProjectedAttention,
     SegmentMemoryTransformer,
     WindowConfig,
     attention_entropy,
     check_int,
+    key_distances,
+    merge_heads,
+    split_heads,
 )
 
 
@@ -53,39 +58,16 @@ class ShawConfig(WindowConfig):
         check_int("clip", self.clip, 0)
 
 
-def clipped_distances(t: int, k: int, clip: int, device: torch.device) -> torch.Tensor:
-    """clip(i - j, k) for query i (key position K - T + i) and key j -> (T, K) long.
-
-    Future keys (negative distance, always masked) get index 0.
-    """
-    query_pos = torch.arange(t, device=device)[:, None] + (k - t)
-    key_pos = torch.arange(k, device=device)[None, :]
-    return (query_pos - key_pos).clamp(min=0, max=clip)
-
-
-class RelationAwareAttention(nn.Module):
+class RelationAwareAttention(ProjectedAttention):
     """Multi-head attention with Shaw relative key and value embeddings, eqs. (2)-(5)."""
 
     def __init__(self, d_model: int, n_heads: int, clip: int, dropout: float = 0.0) -> None:
-        super().__init__()
-        self.d_model = d_model
-        self.n_heads = n_heads
-        self.head_dim = d_model // n_heads
+        super().__init__(d_model, n_heads, dropout)  # W^Q, [W^K; W^V], W^O
         self.clip = clip
-        self.query = nn.Linear(d_model, d_model, bias=False)  # W^Q
-        self.key_value = nn.Linear(d_model, 2 * d_model, bias=False)  # [W^K; W^V]
-        self.out = nn.Linear(d_model, d_model)
         # w^K_0..w^K_k and w^V_0..w^V_k, shared across heads
-        self.relative_key = nn.Parameter(torch.randn(clip + 1, self.head_dim) / self.head_dim**0.5)
-        self.relative_value = nn.Parameter(
-            torch.randn(clip + 1, self.head_dim) / self.head_dim**0.5
-        )
-        self.dropout = dropout
-
-    def project_memory(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x_j W^K and x_j W^V of layer inputs (B, N, D) -> 2 x (B, N, D)."""
-        keys, values = self.key_value(z).chunk(2, dim=-1)
-        return keys, values
+        e = self.head_dim
+        self.relative_key = nn.Parameter(torch.randn(clip + 1, e) / e**0.5)
+        self.relative_value = nn.Parameter(torch.randn(clip + 1, e) / e**0.5)
 
     def forward(
         self,
@@ -99,18 +81,18 @@ class RelationAwareAttention(nn.Module):
         ``allowed`` (B, T, K) bool -> (B, T, D)."""
         b, t, _ = z.shape
         k = keys.shape[1]
-        hd, e = self.n_heads, self.head_dim
-        q = self.query(z).view(b, t, hd, e).transpose(1, 2)  # (B, H, T, E)
-        key = keys.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
-        value = values.view(b, k, hd, e).transpose(1, 2)  # (B, H, K, E)
-        index = clipped_distances(t, k, self.clip, z.device)  # (T, K)
+        hd = self.n_heads
+        q = split_heads(self.query(z), hd)  # (B, H, T, E)
+        key, value = split_heads(keys, hd), split_heads(values, hd)  # (B, H, K, E)
+        # clip(i - j, k); future keys (always masked) get index 0
+        index = key_distances(t, k, z.device).clamp(0, self.clip)  # (T, K)
         index = index[None, None].expand(b, hd, t, k)  # (B, H, T, K)
         # x_i W^Q (x_j W^K)^T, the first term of eq. (5)
         content = q @ key.transpose(-1, -2)  # (B, H, T, K)
         # x_i W^Q (a^K_ij)^T, the second term of eq. (5), via the C distinct a^K
         relative = (q @ self.relative_key.T).gather(-1, index)  # (B, H, T, C) -> (B, H, T, K)
         # e_ij, eq. (2)
-        scores = (content + relative) / math.sqrt(e)
+        scores = (content + relative) / math.sqrt(self.head_dim)
         scores = scores.masked_fill(~allowed[:, None], float("-inf"))
         # alpha_ij, eq. (3)
         alpha = scores.softmax(dim=-1)  # (B, H, T, K)
@@ -122,7 +104,7 @@ class RelationAwareAttention(nn.Module):
         bucket = bucket.scatter_add(-1, index, alpha)  # (B, H, T, C)
         # z_i = sum_j alpha_ij (x_j W^V + a^V_ij), eq. (4)
         attended = alpha @ value + bucket @ self.relative_value  # (B, H, T, E)
-        return self.out(attended.transpose(1, 2).reshape(b, t, self.d_model))  # (B, T, D)
+        return self.out(merge_heads(attended))  # (B, T, D)
 
 
 class ShawTransformer(SegmentMemoryTransformer):

@@ -42,16 +42,14 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
-from torch import nn
 
-from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.protocol import register_backbone
-from txrl.nn.variants.vanilla import (
+from txrl.nn.variants._common import (
+    MaskedRelativeAttention,
     SegmentMemoryTransformer,
     WindowConfig,
-    attention_entropy,
     check_int,
-    relative_attention,
+    key_distances,
 )
 
 PATTERNS = ("strided", "fixed")
@@ -93,12 +91,6 @@ class SparseConfig(WindowConfig):
         return max(1, round(math.sqrt(self.memory_length + 1)))
 
 
-def key_distances(t: int, k: int, device: torch.device) -> torch.Tensor:
-    """d = i - j for query i (key position K - T + i) and key j -> (T, K) long (< 0: future)."""
-    query_pos = torch.arange(t, device=device)[:, None] + (k - t)
-    return query_pos - torch.arange(k, device=device)[None, :]
-
-
 def strided_patterns(distance: torch.Tensor, stride: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A^(1) and A^(2) of the strided pattern from distances (...) -> 2 x (...) bool."""
     # A^(1)_i = {t, .., i}, t = max(0, i - l)
@@ -127,15 +119,8 @@ def fixed_patterns(
     return block, summaries
 
 
-class SparseAttention(nn.Module):
+class SparseAttention(MaskedRelativeAttention):
     """Relative multi-head attention restricted to a per-head connectivity mask."""
-
-    def __init__(self, config: SparseConfig) -> None:
-        super().__init__()
-        self.relative = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
-
-    def project_memory(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.relative.project_memory(z)
 
     def forward(
         self,
@@ -146,15 +131,8 @@ class SparseAttention(nn.Module):
         stats: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Queries z (B, T, D), keys/values (B, K, D), ``connected`` (B, H or 1, T, K) bool."""
-        bias = torch.zeros(connected.shape, dtype=z.dtype, device=z.device).masked_fill(
-            ~connected, float("-inf")
-        )  # (B, H or 1, T, K)
-        out, weights = relative_attention(
-            self.relative, z, keys, values, bias, with_weights=stats is not None
-        )
+        out = self.attend(z, keys, values, connected, stats)
         if stats is not None:
-            assert weights is not None
-            stats["attention_entropy"] = attention_entropy(weights)
             stats["keys_attended"] = connected.float().sum(-1).mean()
         return out
 

@@ -47,14 +47,21 @@ Trace: the depth-step inputs of each step, N * D numbers per step and env, from 
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import nn
 
 from txrl.nn.attention import RelativeMultiHeadAttention, sinusoid_table
-from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
-from txrl.nn.window import next_valid, slide, window_at, window_mask
+from txrl.nn.protocol import BackboneOutput, register_backbone
+from txrl.nn.variants._common import (
+    CommonSettings,
+    LayerMemoryBackbone,
+    PreNormBlock,
+    check_positive,
+    memory_in_use,
+)
+from txrl.nn.window import window_mask
 
 
 class UniversalState(NamedTuple):
@@ -86,7 +93,7 @@ class ACTResult(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class UniversalConfig:
+class UniversalConfig(CommonSettings):
     """Settings of ``universal``.
 
     ``max_steps``: the most depth steps N (default 4); ``act_epsilon``: eps of the halting
@@ -104,85 +111,43 @@ class UniversalConfig:
     d_ff: int | None = None  # width of the transition MLP; None means 4 * d_model
     dropout: float = 0.0
 
+    needs_even_width: ClassVar[bool] = True
+
     def __post_init__(self) -> None:
-        for name in ("input_dim", "d_model", "n_heads", "max_steps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not isinstance(self.memory_length, int) or self.memory_length < 0:
-            raise ValueError(f"memory_length must be an int >= 0, got {self.memory_length!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
-            )
-        if self.d_model % 2:
-            raise ValueError(f"d_model must be even for the sinusoid encoding, got {self.d_model}")
+        super().__post_init__()
+        check_positive("max_steps", self.max_steps)
         if not 0.0 < self.act_epsilon < 1.0:
             raise ValueError(f"act_epsilon must be in (0, 1), got {self.act_epsilon!r}")
-        if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff <= 0):
-            raise ValueError(f"d_ff must be a positive int, got {self.d_ff!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-
-    @property
-    def ff_width(self) -> int:
-        return self.d_ff if self.d_ff is not None else 4 * self.d_model
 
 
-class SharedLayer(nn.Module):
-    """The layer applied at every depth step: pre-LN attention, pre-LN transition, halting unit."""
+class SharedLayer(PreNormBlock):
+    """The layer applied at every depth step, a pre-LayerNorm block whose MLP is the
+    transition (``A^n = u^n + MHA(LN(u^n))``, ``s^n = A^n + Transition(LN(A^n))``), and the
+    halting unit."""
 
     def __init__(self, config: UniversalConfig) -> None:
-        super().__init__()
-        self.norm_attention = nn.LayerNorm(config.d_model)
-        self.attention = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
-        self.norm_transition = nn.LayerNorm(config.d_model)
-        self.transition = nn.Sequential(
-            nn.Linear(config.d_model, config.ff_width),
-            nn.ReLU(),
-            nn.Dropout(config.dropout),
-            nn.Linear(config.ff_width, config.d_model),
-        )
-        self.dropout = nn.Dropout(config.dropout)
+        attention = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        super().__init__(config, attention, output_relu=False)
         self.halting = nn.Linear(config.d_model, 1)  # W_h, b_h
         nn.init.constant_(self.halting.bias, config.halting_bias)
-
-    def attention_input(self, u: torch.Tensor) -> torch.Tensor:
-        return self.norm_attention(u)
-
-    def forward(
-        self,
-        u: torch.Tensor,
-        z: torch.Tensor,
-        memory: tuple[torch.Tensor, torch.Tensor],
-        new: tuple[torch.Tensor, torch.Tensor],
-        allowed: torch.Tensor,
-        with_stats: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``u`` (B, T, D) depth-step input, ``z`` = LN(u); keys and values of the cached
-        ``memory`` (B, M, D) and of the ``new`` steps (B, T, D) -> s^n (B, T, D)."""
-        attended, attn_stats = self.attention(z, *memory, *new, allowed, with_stats=with_stats)
-        # A^n = u^n + MHA(LN(u^n))
-        a = u + self.dropout(attended)
-        # s^n = A^n + Transition(LN(A^n))
-        s = a + self.dropout(self.transition(self.norm_transition(a)))
-        return s, (attn_stats.entropy if attn_stats is not None else None)
 
     def halting_probability(self, s: torch.Tensor) -> torch.Tensor:
         """h^n = sigmoid(W_h s^n + b_h); (B, T, D) -> (B, T)."""
         return torch.sigmoid(self.halting(s)).squeeze(-1)
 
 
-class UniversalTransformer(Backbone):
-    """Universal Transformer with ACT behind the backbone protocol (see the module docstring)."""
+class UniversalTransformer(LayerMemoryBackbone):
+    """Universal Transformer with ACT behind the backbone protocol (see the module docstring).
+
+    Its memory is that of :class:`~txrl.nn.variants._common.LayerMemoryBackbone` with the N
+    depth steps in the role of layers.
+    """
+
+    state_type = UniversalState
+    trace_type = UniversalTrace
 
     def __init__(self, config: UniversalConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.input_dim = config.input_dim
-        self.output_dim = config.d_model
-        self.memory_length = config.memory_length
-        self.embed = nn.Linear(config.input_dim, config.d_model)
+        super().__init__(config, config.max_steps)
         self.layer = SharedLayer(config)
         # P^n: sinusoid of the depth step n = 1..N, added at every depth step
         depth = torch.arange(1, config.max_steps + 1)
@@ -190,18 +155,9 @@ class UniversalTransformer(Backbone):
             "depth_embedding", sinusoid_table(depth, config.d_model), persistent=False
         )  # (N, D)
 
-    def initial_state(
-        self, batch_size: int, device: torch.device | str | None = None
-    ) -> UniversalState:
-        c = self.config
-        device = device if device is not None else self.embed.weight.device
-        shape = (batch_size, c.max_steps, c.memory_length, c.d_model)
-        return UniversalState(
-            hidden=torch.zeros(shape, device=device),
-            keys=torch.zeros(shape, device=device),
-            values=torch.zeros(shape, device=device),
-            valid=torch.zeros((batch_size, c.memory_length), dtype=torch.bool, device=device),
-        )
+    def project_hidden(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of the cached depth-step inputs (B, N, M, D), all by the shared layer."""
+        return self.layer.attention.project_memory(self.layer.attention_input(hidden))
 
     def compute(
         self,
@@ -228,15 +184,19 @@ class UniversalTransformer(Backbone):
         for n in range(c.max_steps):
             # u^n = s^{n-1} + P^n
             u = s + self.depth_embedding[n].to(s.dtype)
-            depth_inputs.append(u.detach())
+            depth_inputs.append(u)
             z = self.layer.attention_input(u)  # (B, T, D)
             k_new, v_new = self.layer.attention.project_memory(z)  # (B, T, D) each
-            new_keys.append(k_new.detach())
-            new_values.append(v_new.detach())
+            new_keys.append(k_new)
+            new_values.append(v_new)
             memory = (state.keys[:, n], state.values[:, n])  # (B, M, D) each
-            s_next, entropy = self.layer(u, z, memory, (k_new, v_new), allowed, with_stats)
-            if entropy is not None:
-                entropies.append(entropy)
+            attended, attn_stats = self.layer.attention(
+                z, *memory, k_new, v_new, allowed, with_stats=with_stats
+            )
+            if attn_stats is not None:
+                entropies.append(attn_stats.entropy)
+            # s^n: A^n = u^n + MHA(LN(u^n)), s^n = A^n + Transition(LN(A^n))
+            s_next = self.layer(u, attended)
             # halted positions keep their state
             s = torch.where(running[..., None], s_next, s)
             # h^n = sigmoid(W_h s^n + b_h)
@@ -255,17 +215,11 @@ class UniversalTransformer(Backbone):
             running = running & ~halt_now
             weights.append(p)
 
-        inputs = torch.stack(depth_inputs, dim=1)  # (B, N, T, D)
-        new_state = UniversalState(
-            hidden=slide(state.hidden, inputs, dim=2),  # (B, N, M, D)
-            keys=slide(state.keys, torch.stack(new_keys, dim=1), dim=2),  # (B, N, M, D)
-            values=slide(state.values, torch.stack(new_values, dim=1), dim=2),
-            valid=next_valid(state.valid, episode_starts),
-        )
+        new_state = self.next_state(state, depth_inputs, new_keys, new_values, episode_starts)
         return ACTResult(
             output=output,
             state=new_state,
-            depth_inputs=inputs,
+            depth_inputs=torch.stack(depth_inputs, dim=1).detach(),  # (B, N, T, D)
             weights=torch.stack(weights, dim=-1),  # (B, T, N)
             steps=steps,
             remainder=remainder,
@@ -290,33 +244,12 @@ class UniversalTransformer(Backbone):
             out_stats["ponder_cost"] = result.ponder.mean().detach()
             out_stats["max_depth_fraction"] = (result.steps == self.config.max_steps).float().mean()
             out_stats["attention_entropy"] = result.attention_entropy
-            out_stats["memory_in_use"] = (
-                state.valid.float().mean() if self.memory_length else torch.zeros(())
-            )
-        # (B, N, T, D) -> (T, B, N, D)
-        step_trace = (
-            UniversalTrace(hidden=result.depth_inputs.permute(2, 0, 1, 3)) if trace else None
-        )
+            out_stats["memory_in_use"] = memory_in_use(state.valid)
+        step_trace = self.trace_of(result.depth_inputs.unbind(1)) if trace else None
         aux = {"ponder_cost": result.ponder.mean()}
         return BackboneOutput(
             result.output.transpose(0, 1), result.state, step_trace, aux, out_stats
         )
-
-    def state_at(
-        self,
-        initial: UniversalState,
-        trace: UniversalTrace,
-        episode_starts: torch.Tensor,
-        t: torch.Tensor,
-    ) -> UniversalState:
-        """Rebuild the window before step ``t[b]``; keys and values are re-projected (as TrXL)."""
-        # (B, N, M, D) <-> window entries (B, M, N, D)
-        hidden, valid = window_at(
-            initial.hidden.transpose(1, 2), trace.hidden, initial.valid, episode_starts, t
-        )
-        hidden = hidden.transpose(1, 2)  # (B, M, N, D) -> (B, N, M, D)
-        keys, values = self.layer.attention.project_memory(self.layer.attention_input(hidden))
-        return UniversalState(hidden, keys, values, valid)
 
 
 @register_backbone("universal", UniversalConfig)
