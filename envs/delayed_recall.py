@@ -51,10 +51,12 @@ class DelayedRecallEnv(gym.Env[np.ndarray, np.int64]):
         k: number of symbols to memorise (>= 1).
         delay: steps between the last shown symbol and the first recall step (>= 0).
         distractors: show random symbols on the distractor channel during the delay.
-        render_mode: ``None`` or ``"ansi"``.
+        render_mode: ``None``, ``"ansi"`` (text) or ``"rgb_array"`` (symbols shown and answers
+            given as coloured squares; what Stable-Baselines3 asks for when it makes an env from
+            its id).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -68,7 +70,7 @@ class DelayedRecallEnv(gym.Env[np.ndarray, np.int64]):
         self.k = check_int("k", k, minimum=1)
         self.delay = check_int("delay", delay, minimum=0)
         self.distractors = bool(check_choice("distractors", distractors, (True, False)))
-        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
+        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi", "rgb_array"))
 
         n = self.n_symbols
         self.episode_length = 2 * self.k + self.delay
@@ -149,7 +151,9 @@ class DelayedRecallEnv(gym.Env[np.ndarray, np.int64]):
             return self._obs.copy(), reward, True, False, info
         return self._obs.copy(), reward, False, False, {}
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        if self.render_mode == "rgb_array":
+            return self._image()
         if self.render_mode != "ansi":
             return None
         t = self._t
@@ -165,3 +169,13 @@ class DelayedRecallEnv(gym.Env[np.ndarray, np.int64]):
             f"t={t} {phase} | symbols={self._symbols.tolist()} answers={self._answers} "
             f"correct={self._n_correct}\n"
         )
+
+    def _image(self, cell: int = 8) -> np.ndarray:
+        """Top row: the symbols to remember; bottom row: the answers so far (hue = symbol)."""
+        image = np.zeros((2, self.k, 3), dtype=np.uint8)
+        hues = (np.arange(self.n_symbols) * 255 // max(self.n_symbols - 1, 1)).astype(np.uint8)
+        for i, symbol in enumerate(self._symbols[: min(self._t + 1, self.k)]):
+            image[0, i] = (hues[symbol], 255 - hues[symbol], 128)
+        for i, answer in enumerate(self._answers):
+            image[1, i] = (hues[answer], 255 - hues[answer], 128)
+        return np.kron(image, np.ones((cell, cell, 1), dtype=np.uint8))

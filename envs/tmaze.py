@@ -71,10 +71,11 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         wrong_turn_penalty: subtracted when the agent turns into the wrong arm (>= 0).
         max_steps: steps before truncation; must allow the optimal path. ``None``: twice
             the optimal episode length.
-        render_mode: ``None`` or ``"ansi"``.
+        render_mode: ``None``, ``"ansi"`` (text) or ``"rgb_array"`` (a small image; what
+            Stable-Baselines3 asks for when it makes an env from its id).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -95,7 +96,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
             self.max_steps = 2 * self.optimal_steps
         else:
             self.max_steps = check_int("max_steps", max_steps, minimum=self.optimal_steps)
-        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi"))
+        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi", "rgb_array"))
 
         self.observation_space = spaces.Box(
             low=np.array([-1.0, -1.0, 0.0], dtype=np.float32),
@@ -173,9 +174,14 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
             return obs.copy(), reward, False, True, {"is_success": False}
         return obs.copy(), reward, False, False, {}
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        if self.render_mode == "rgb_array":
+            return _text_to_image(self._ansi())
         if self.render_mode != "ansi":
             return None
+        return self._ansi()
+
+    def _ansi(self) -> str:
         offset = 1 if self.active else 0
         cells = ["O"] if self.active else []
         cells += ["S"] + ["."] * (self.length - 1) + ["J"]
@@ -189,3 +195,27 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
             cells[agent_col] = "J"
             up, down = ("A", down) if self._turned == 1 else (up, "A")
         return f"{pad}{up}\n{''.join(cells)}\n{pad}{down}\n"
+
+
+# Colours of the characters of the text rendering, for ``rgb_array`` (8x8 pixels a cell).
+_COLOURS = {
+    " ": (0, 0, 0),
+    ".": (128, 128, 128),
+    "S": (90, 90, 160),
+    "O": (200, 160, 40),
+    "J": (160, 160, 160),
+    "A": (220, 40, 40),
+    "+": (40, 180, 40),
+    "-": (60, 60, 60),
+}
+
+
+def _text_to_image(text: str, cell: int = 8) -> np.ndarray:
+    """The text rendering as an RGB image, one coloured square per character."""
+    rows = text.rstrip("\n").split("\n")
+    width = max(len(row) for row in rows)
+    image = np.zeros((len(rows), width, 3), dtype=np.uint8)
+    for r, row in enumerate(rows):
+        for c, char in enumerate(row):
+            image[r, c] = _COLOURS.get(char, (255, 255, 255))
+    return np.kron(image, np.ones((cell, cell, 1), dtype=np.uint8))
