@@ -70,25 +70,28 @@ class EnvFactory:
 
     env_id: str
     kwargs: dict[str, Any] = field(default_factory=dict)
+    previous_action_reward: bool = False
 
     def __call__(self, **overrides: Any) -> gym.Env:
         """Make the env; ``overrides`` update the stored kwargs (SB3's ``make_vec_env``
         passes its ``env_kwargs`` this way)."""
         # Unpickling this class already imports txrl.envs; importing it again here keeps the
         # factory correct when it is called in a process that built it some other way.
-        importlib.import_module("txrl.envs")
-        return gym.make(self.env_id, **{**self.kwargs, **overrides})
+        envs = importlib.import_module("txrl.envs")
+        env = gym.make(self.env_id, **{**self.kwargs, **overrides})
+        return envs.PreviousActionReward(env) if self.previous_action_reward else env
 
 
-def make_env_fn(env_id: str, **kwargs: Any) -> EnvFactory:
+def make_env_fn(env_id: str, *, previous_action_reward: bool = False, **kwargs: Any) -> EnvFactory:
     """Return a picklable callable that imports ``txrl.envs`` and calls ``gym.make``.
 
     For vectorised envs, e.g. ``SubprocVecEnv([make_env_fn("txrl/TMaze-v0", length=50)] * 8,
     start_method="spawn")``. ``env_id`` may be any registered id, or ``"module:id"``.
     The id is looked up now, so a typo fails here rather than in a worker process.
+    ``previous_action_reward=True`` wraps the env in :class:`PreviousActionReward`.
     """
     module, _, name = env_id.rpartition(":")
     if module:
         importlib.import_module(module)
     gym.spec(name)  # raises gymnasium.error.NameNotFound / VersionNotFound for a bad id
-    return EnvFactory(env_id, dict(kwargs))
+    return EnvFactory(env_id, dict(kwargs), previous_action_reward)

@@ -1,10 +1,17 @@
-"""The ``txrl`` command line."""
+"""The ``txrl`` command line: ``train``, ``eval``, ``compare`` and ``demo``.
+
+Bad input (a config key, type or value; a run directory that cannot be used) ends with a
+message naming what is wrong and what is valid, exit status 2, before any training starts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -43,9 +50,156 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train(args: argparse.Namespace) -> int:
+    from txrl.config import load_train_config
+    from txrl.train import TB_DIR, default_run_dir, is_finished, read_run_config, train
+
+    if args.resume is not None:
+        if args.config is not None or args.set or args.run_dir is not None:
+            raise UsageError(
+                "--resume RUN_DIR continues a run with its own config: give no CONFIG, --set or --run-dir"
+            )
+        config = read_run_config(args.resume)
+        run_dir = Path(args.resume)
+        if is_finished(run_dir):
+            print(f"{run_dir} is finished (checkpoints/final.zip exists): nothing to resume")
+            return 0
+    elif args.config is None:
+        raise UsageError("give a CONFIG.yaml to train, or --resume RUN_DIR")
+    else:
+        config = load_train_config(args.config, args.set)
+        run_dir = Path(args.run_dir) if args.run_dir is not None else default_run_dir(config)
+    verb = "resuming" if args.resume is not None else "training"
+    print(
+        f"{verb} {config.name} ({config.algo}, {config.policy.backbone}) on {config.env.id} in {run_dir}"
+    )
+    print(f"follow it with: tensorboard --logdir {run_dir / TB_DIR}")
+    result = train(config, run_dir, resume=args.resume is not None)
+    print(f"trained {result.timesteps} steps in {result.wall_time_s:.0f} s", end="")
+    print(f" (resumed from step {result.resumed_from})" if result.resumed_from is not None else "")
+    _print_summary(result.final_eval)
+    print(f"evaluation log: {result.run_dir / 'eval.jsonl'}; final checkpoint: {result.checkpoint}")
+    return 0
+
+
+def _print_summary(summary: dict) -> None:
+    from txrl.evaluate import format_summary
+
+    print(format_summary(summary))
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from txrl.evaluate import evaluate_checkpoint
+
+    summary = evaluate_checkpoint(
+        args.target,
+        episodes=args.episodes,
+        seed=args.seed,
+        deterministic=False if args.stochastic else None,
+    )
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"{summary['checkpoint']} (step {summary['timesteps']})")
+        _print_summary(summary)
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from txrl.compare import compare
+    from txrl.config import load_compare_config
+
+    config = load_compare_config(args.config, args.set)
+    _, outcomes = compare(
+        config,
+        args.out,
+        backend=args.backend,
+        workers=args.workers,
+        address=args.address,
+        aggregate_only=args.aggregate_only,
+    )
+    print()
+    print((Path(args.out or Path("runs") / str(config.name)) / "results.md").read_text())
+    failed = [o for o in outcomes if o.get("status") != "finished"]
+    return 1 if failed else 0
+
+
+class UsageError(Exception):
+    """Arguments that do not fit together."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="txrl", description="Transformer memory for RL agents.")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser(
+        "train",
+        help="train an agent from a YAML config, or resume a run",
+        description="Train from CONFIG.yaml (see txrl/config.py for every key), or continue "
+        "an interrupted run with --resume RUN_DIR.",
+    )
+    train.add_argument("config", nargs="?", help="training config (YAML)")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set ppo.learning_rate=1e-4 --set env.kwargs.length=20 "
+        "(VALUE is YAML; repeatable)",
+    )
+    train.add_argument("--run-dir", help="run directory (default: runs/<name>-<date-time>)")
+    train.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue this run from its last checkpoint"
+    )
+    train.set_defaults(handler=_train)
+
+    evaluate = commands.add_parser(
+        "eval",
+        help="evaluate a run or checkpoint: success rate and return with 95%% CIs",
+    )
+    evaluate.add_argument("target", metavar="RUN_DIR|CHECKPOINT")
+    evaluate.add_argument(
+        "--episodes", type=_positive_int, help="default: the config's eval.episodes"
+    )
+    evaluate.add_argument("--seed", type=int, help="first seed of the eval envs")
+    evaluate.add_argument(
+        "--stochastic", action="store_true", help="sample actions instead of greedy"
+    )
+    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    evaluate.set_defaults(handler=_eval)
+
+    comp = commands.add_parser(
+        "compare",
+        help="run a grid of variants x seeds in parallel and summarise it",
+        description="Run every variant x seed of a compare config (finished runs are skipped, "
+        "half-done ones resumed), then write results.csv, results.md and plots.",
+    )
+    comp.add_argument("config", help="compare config (YAML)")
+    comp.add_argument("--backend", choices=["local", "ray"], default="local")
+    comp.add_argument("--address", help="Ray cluster address (ray backend; default: a local Ray)")
+    comp.add_argument("--workers", type=_positive_int, help="parallel runs (default: CPU cores)")
+    comp.add_argument("--out", help="output directory (default: runs/<name>)")
+    comp.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key of the compare config, e.g. --set base.budget=2000",
+    )
+    comp.add_argument(
+        "--aggregate-only", action="store_true", help="only summarise the runs already there"
+    )
+    comp.set_defaults(handler=_compare)
     demo = commands.add_parser(
         "demo", help="build a memory backbone and step it, checking step == sequence"
     )
@@ -58,8 +212,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.handler(args))
+    from txrl.config import ConfigError
+    from txrl.train import RunError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (ConfigError, UsageError) as e:
+        parser.exit(2, f"txrl {args.command}: error: {e}\n")
+    except RunError as e:
+        print(f"txrl {args.command}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,199 @@
+"""The ``txrl`` command line: train, eval, resume after ``kill -9``, and the rl-zoo3 entry point."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from txrl import MemoryPPO, cli
+from txrl.train import (
+    CHECKPOINT_DIR,
+    EVAL_LOG,
+    FINAL_CHECKPOINT,
+    RESUME_LOG,
+    TB_DIR,
+    Run,
+    latest_checkpoint,
+    read_resume_state,
+    read_run_config,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A run that takes seconds: a short passive T-maze, a one-layer GTrXL of width 16.
+TINY: dict[str, Any] = {
+    "name": "tiny",
+    "budget": 384,
+    "env": {"id": "txrl/TMazePassive-v0", "kwargs": {"length": 3}, "n_envs": 2},
+    "policy": {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 8},
+    "ppo": {"n_steps": 16, "batch_size": 32, "segment_length": 8, "n_epochs": 1},
+    "eval": {"every": 128, "episodes": 4, "n_envs": 2},
+    "checkpoint": {"every": 32, "keep": 2},
+    "runtime": {"progress_bar": False, "torch_threads": 1},
+}
+
+
+def write_config(path: Path, **changes: Any) -> Path:
+    path.write_text(yaml.safe_dump({**TINY, **changes}))
+    return path
+
+
+def policy_params(checkpoint: Path) -> dict[str, torch.Tensor]:
+    with zipfile.ZipFile(checkpoint) as archive:
+        return torch.load(io.BytesIO(archive.read("policy.pth")))
+
+
+def test_train_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path / "tiny.yaml")
+    run_dir = tmp_path / "run"
+    assert cli.main(["train", str(config), "--run-dir", str(run_dir), "--set", "budget=128"]) == 0
+    out = capsys.readouterr().out
+    assert f"tensorboard --logdir {run_dir / TB_DIR}" in out
+    assert "trained 128 steps" in out and "success rate" in out and "final checkpoint" in out
+
+    assert read_run_config(run_dir).budget == 128  # the resolved config, overrides applied
+    assert [
+        e["timesteps"] for e in map(json.loads, (run_dir / EVAL_LOG).read_text().splitlines())
+    ] == [0, 128]
+    assert list((run_dir / TB_DIR).glob("events.out.tfevents.*"))
+    final = run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT
+    assert MemoryPPO.load(final).num_timesteps == 128  # SB3 opens txrl's checkpoints as they are
+    assert len(list((run_dir / CHECKPOINT_DIR).glob("step_*.zip"))) == 2  # checkpoint.keep
+
+    assert cli.main(["eval", str(run_dir), "--episodes", "6", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["checkpoint"] == str(final) and summary["timesteps"] == 128
+    assert summary["episodes"] == 6
+    lo, hi = summary["success_ci95"]
+    assert 0.0 <= lo <= summary["success_rate"] <= hi <= 1.0
+    assert set(summary) >= {"mean_return", "return_ci95", "mean_length"}
+
+    assert cli.main(["eval", str(final)]) == 0
+    assert "95% CI" in capsys.readouterr().out
+
+    # The run exists: a second fresh training there is refused, a resume has nothing to do.
+    assert cli.main(["train", str(config), "--run-dir", str(run_dir)]) == 1
+    assert "already holds a run" in capsys.readouterr().err
+    assert cli.main(["train", "--resume", str(run_dir)]) == 0
+    assert "nothing to resume" in capsys.readouterr().out
+
+
+def test_kill_9_then_resume_continues_exactly(tmp_path: Path) -> None:
+    """SIGKILL a training process after its first checkpoint; the resumed run must equal an
+    uninterrupted one (same seed) step for step, down to the weights."""
+    config = write_config(tmp_path / "tiny.yaml")
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "txrl", "train", str(config), "--run-dir", str(killed)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    checkpoints = killed / CHECKPOINT_DIR
+    deadline = time.monotonic() + 120
+    while not list(checkpoints.glob("step_*.zip")):
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (checkpoints / FINAL_CHECKPOINT).exists(), "the run finished before the kill"
+
+    # What resume will restore: the memory stored in the last checkpoint, in place.
+    probe = tmp_path / "probe"
+    shutil.copytree(killed, probe)
+    run = Run.open(read_run_config(probe), probe, resume=True)
+    assert run.checkpoint is not None
+    stored = read_resume_state(run.checkpoint)
+    model = run.restore(MemoryPPO, run.envs())
+    assert run.exact_envs
+    assert model.num_timesteps == stored.num_timesteps > 0
+    memory = model.get_memory()
+    assert memory is not None and stored.memory is not None
+    assert any(np.abs(a.astype(float)).sum() > 0 for a in stored.memory)  # a live memory, not empty
+    for restored, saved in zip(memory, stored.memory, strict=True):
+        np.testing.assert_array_equal(restored, saved)
+    np.testing.assert_array_equal(model._last_obs, stored.last_obs)
+
+    assert cli.main(["train", "--resume", str(killed)]) == 0
+    resumes = [json.loads(line) for line in (killed / RESUME_LOG).read_text().splitlines()]
+    assert resumes == [
+        {"from": stored.num_timesteps, "envs": "exact", "checkpoint": run.checkpoint.name}
+    ]
+    final = latest_checkpoint(killed)
+    assert final is not None and final.name == FINAL_CHECKPOINT
+    assert MemoryPPO.load(final).num_timesteps == TINY["budget"]
+    steps = [json.loads(line)["timesteps"] for line in (killed / EVAL_LOG).read_text().splitlines()]
+    assert steps == [0, 128, 256, 384]  # each evaluation once, none lost, none repeated
+    assert len(list((killed / TB_DIR).glob("events.out.tfevents.*"))) == 2  # one tb dir, continued
+
+    straight = tmp_path / "straight"
+    assert cli.main(["train", str(config), "--run-dir", str(straight)]) == 0
+    expected = policy_params(straight / CHECKPOINT_DIR / FINAL_CHECKPOINT)
+    resumed = policy_params(final)
+    for name, tensor in expected.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0)
+
+
+def test_argument_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path / "tiny.yaml")
+    for argv, message in [
+        (["train"], "give a CONFIG.yaml to train, or --resume RUN_DIR"),
+        (
+            ["train", str(config), "--resume", str(tmp_path)],
+            "--resume RUN_DIR continues a run with its own config",
+        ),
+        (["train", str(config), "--set", "budget"], "--set takes KEY=VALUE"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+    assert cli.main(["train", "--resume", str(tmp_path / "nowhere")]) == 1
+    assert "is not a txrl run directory" in capsys.readouterr().err
+    assert cli.main(["eval", str(tmp_path / "nowhere")]) == 1
+    assert "neither a run directory nor a checkpoint" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["eval", str(tmp_path), "--episodes", "0"])
+    assert "must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_demo_still_works(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["demo", "--steps", "8"]) == 0
+    assert "max |step-by-step - whole sequence|" in capsys.readouterr().out
+
+
+def test_rl_zoo_trains_memory_ppo(tmp_path: Path) -> None:
+    pytest.importorskip("rl_zoo3")
+    args = "train --algo memory_ppo --env txrl/TMazePassive-v0 -n 64 --eval-freq -1"
+    hyperparams = "--hyperparams n_envs:2 n_steps:16 batch_size:32 n_epochs:1"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "txrl.zoo",
+            *args.split(),
+            "-f",
+            str(tmp_path),
+            *hyperparams.split(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (model,) = tmp_path.glob("memory_ppo/txrl-TMazePassive-v0_1/txrl-TMazePassive-v0.zip")
+    assert MemoryPPO.load(model).num_timesteps == 64

@@ -1,0 +1,173 @@
+"""``txrl compare``: grid planning, skipping finished runs, summaries and plots, both backends."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from txrl.compare import compare, plan, summarise
+from txrl.config import ConfigError, load_compare_config
+from txrl.evaluate import bootstrap_ci, iqm, wilson_interval
+from txrl.train import CHECKPOINT_DIR, CONFIG_FILE, EVAL_LOG, FINAL_CHECKPOINT, RESUME_LOG
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "compare_tiny.yaml"
+PNG_MAGIC = b"\x89PNG"
+
+
+def fake_run(
+    run_dir: Path, config: dict, curve: list[tuple[int, float]], *, finished: bool = True
+) -> None:
+    """A run directory as training leaves it, with a made-up eval log."""
+    run_dir.mkdir(parents=True)
+    (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(config))
+    lines = [
+        json.dumps({"timesteps": t, "success_rate": s, "mean_return": 2 * s, "episodes": 10})
+        for t, s in curve
+    ]
+    (run_dir / EVAL_LOG).write_text("\n".join(lines) + "\n")
+    (run_dir / CHECKPOINT_DIR).mkdir()
+    marker = FINAL_CHECKPOINT if finished else "step_000000064.zip"
+    (run_dir / CHECKPOINT_DIR / marker).write_bytes(b"")
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_statistics() -> None:
+    assert iqm([0.0, 1.0, 2.0, 3.0]) == pytest.approx(1.5)  # mean of the middle two
+    assert iqm([0.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 100.0]) == pytest.approx(10.0)
+    lo, hi = wilson_interval(20, 20)
+    assert hi == 1.0 and 0.83 < lo < 0.84  # the known Wilson bound for 20/20
+    assert wilson_interval(0, 10)[0] == 0.0
+    lo, hi = bootstrap_ci([0.0, 1.0] * 50)
+    assert lo < 0.5 < hi and hi - lo < 0.3
+    assert bootstrap_ci([0.7]) == (0.7, 0.7)
+
+
+def test_summaries_from_synthetic_logs(tmp_path: Path) -> None:
+    config = load_compare_config(TINY, ["threshold=0.5"])
+    specs = plan(config, tmp_path)
+    assert [(s.variant, s.seed) for s in specs] == [
+        ("gtrxl", 0),
+        ("gtrxl", 1),
+        ("lstm", 0),
+        ("lstm", 1),
+    ]
+    assert all(s.config["runtime"]["torch_threads"] == 1 for s in specs)
+    curves = {
+        ("gtrxl", 0): [(0, 0.0), (64, 0.6), (128, 1.0)],
+        ("gtrxl", 1): [(0, 0.0), (64, 0.2), (128, 0.8)],
+        ("lstm", 0): [(0, 0.0), (64, 0.1), (128, 0.4)],
+    }
+    for spec in specs:
+        curve = curves.get((spec.variant, spec.seed), [(0, 0.0), (64, 0.3)])
+        fake_run(
+            Path(spec.run_dir), spec.config, curve, finished=(spec.variant, spec.seed) in curves
+        )
+    summarise(config, specs, tmp_path)
+
+    rows = {r["variant"]: r for r in read_csv(tmp_path / "results.csv")}
+    assert float(rows["gtrxl"]["mean"]) == pytest.approx(0.9)
+    assert float(rows["gtrxl"]["iqm"]) == pytest.approx(0.9)
+    assert 0.8 <= float(rows["gtrxl"]["ci_low"]) <= float(rows["gtrxl"]["ci_high"]) <= 1.0
+    assert float(rows["gtrxl"]["steps_to_threshold"]) == 96  # median of 64 and 128
+    assert (rows["lstm"]["finished"], rows["lstm"]["reached"]) == ("1", "0")
+    assert float(rows["lstm"]["mean"]) == pytest.approx(0.4)  # the unfinished seed is left out
+
+    runs = read_csv(tmp_path / "runs.csv")
+    assert [r["status"] for r in runs] == ["finished", "finished", "finished", "partial"]
+    table = (tmp_path / "results.md").read_text()
+    assert "| memory | seeds | mean | IQM | 95% CI | steps to 0.5 | mean return |" in table
+    assert "| --- | --- | --- | --- | --- | --- | --- |" in table
+    assert "| gtrxl | 2 | 0.900 | 0.900 |" in table
+    assert "| lstm | 1/2 | 0.400 |" in table
+    for png in ("curves.png", "final.png"):
+        assert (tmp_path / png).read_bytes()[:4] == PNG_MAGIC
+
+
+def test_finished_runs_are_skipped_and_changed_configs_refused(tmp_path: Path) -> None:
+    config = load_compare_config(TINY)
+    for spec in plan(config, tmp_path):
+        fake_run(Path(spec.run_dir), spec.config, [(0, 0.0), (128, 1.0)])
+    lines: list[str] = []
+    _, outcomes = compare(config, tmp_path, echo=lines.append)
+    assert outcomes == []  # nothing ran
+    assert "4 finished (skipped), 0 to resume, 0 new" in lines[0]
+    assert (tmp_path / "results.md").exists()
+
+    changed = load_compare_config(TINY, ["base.ppo.gamma=0.9"])
+    with pytest.raises(
+        ConfigError, match=r"holds a run of a different config \(changed: ppo.gamma\)"
+    ):
+        compare(changed, tmp_path, echo=lines.append)
+
+
+def _check_outputs(out: Path) -> None:
+    rows = read_csv(out / "results.csv")
+    assert [r["variant"] for r in rows] == ["gtrxl", "lstm"]
+    assert all(r["finished"] == "2" for r in rows)
+    assert all(0.0 <= float(r["mean"]) <= 1.0 for r in rows)
+    assert "| gtrxl | 2 |" in (out / "results.md").read_text()
+    for png in ("curves.png", "final.png"):
+        assert (out / png).read_bytes()[:4] == PNG_MAGIC
+    for run_dir in (out / "runs").glob("*/seed_*"):
+        entries = [json.loads(line) for line in (run_dir / EVAL_LOG).read_text().splitlines()]
+        assert [e["timesteps"] for e in entries] == [0, 64, 128]
+        assert (run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).exists()
+
+
+def test_local_backend_runs_the_tiny_grid_and_resumes_a_half_done_run(tmp_path: Path) -> None:
+    config = load_compare_config(TINY)
+    _, outcomes = compare(config, tmp_path, backend="local", workers=2, echo=lambda _: None)
+    assert [o["status"] for o in outcomes] == ["finished"] * 4
+    _check_outputs(tmp_path)
+
+    # Interrupted after its first checkpoint: only that run runs again, from the checkpoint.
+    half_done = tmp_path / "runs" / "lstm" / "seed_1"
+    (half_done / CHECKPOINT_DIR / FINAL_CHECKPOINT).unlink()
+    (half_done / CHECKPOINT_DIR / "step_000000128.zip").unlink(missing_ok=True)
+    lines: list[str] = []
+    _, outcomes = compare(config, tmp_path, workers=2, echo=lines.append)
+    assert "3 finished (skipped), 1 to resume, 0 new" in lines[0]
+    assert [o["run_dir"] for o in outcomes] == [str(half_done.resolve())]
+    resumes = [json.loads(line) for line in (half_done / RESUME_LOG).read_text().splitlines()]
+    assert [r["from"] for r in resumes] == [64]
+    _check_outputs(tmp_path)
+
+
+def test_ray_backend_runs_the_tiny_grid(tmp_path: Path) -> None:
+    pytest.importorskip("ray.tune")
+    config = load_compare_config(TINY)
+    _, outcomes = compare(config, tmp_path, backend="ray", workers=2, echo=lambda _: None)
+    assert sorted(o["status"] for o in outcomes) == ["finished"] * 4
+    _check_outputs(tmp_path)
+    assert list((tmp_path / "ray").glob("grid-*"))  # Tune's own experiment state, beside ours
+
+
+def test_unknown_backend(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="backend must be local or ray"):
+        compare(load_compare_config(TINY), tmp_path, backend="slurm")
+
+
+def test_interpolated_curves_cover_common_steps() -> None:
+    from txrl.compare import RunRecord, RunSpec, VariantSummary, _mean_curve
+
+    spec = RunSpec("v", (), 0, {}, "/nonexistent")
+    records = [
+        RunRecord(spec, True, [0, 100, 200], [0.0, 0.5, 1.0], 1.0, 1.0, 200),
+        RunRecord(spec, True, [0, 50, 150], [0.0, 0.5, 1.0], 1.0, 1.0, 150),
+    ]
+    curve = _mean_curve(VariantSummary("v", (), records))
+    assert curve is not None
+    t, mean, lo, hi = curve
+    assert list(t) == [0, 50, 100, 150]  # up to the shorter run's end
+    assert np.allclose(mean, [0.0, 0.375, 0.625, 0.875])
+    assert np.all(lo <= mean) and np.all(mean <= hi)

@@ -1,0 +1,227 @@
+"""Configs: strict checking with errors that name the key, overrides, files, compare grids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from txrl import cli
+from txrl.config import (
+    CompareConfig,
+    ConfigError,
+    TrainConfig,
+    apply_overrides,
+    from_mapping,
+    load_compare_config,
+    load_train_config,
+    parse_override,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Each bad config, and what its error must say: the dotted key and the valid form.
+BAD_CONFIGS: list[tuple[dict[str, Any], list[str]]] = [
+    ({"ppo": {"gama": 0.9}}, ["unknown key ppo.gama", "did you mean 'gamma'", "valid keys of ppo"]),
+    ({"polcy": {}}, ["unknown key polcy", "did you mean 'policy'"]),
+    ({"ppo": {"gamma": 1.5}}, ["ppo.gamma must be a number in [0, 1]", "1.5"]),
+    ({"ppo": {"learning_rate": 0}}, ["ppo.learning_rate must be a number > 0"]),
+    ({"budget": "lots"}, ["budget must be an integer >= 1", "'lots'"]),
+    ({"budget": True}, ["budget must be an integer >= 1"]),
+    ({"seed": 1.5}, ["seed must be an integer >= 0"]),
+    ({"env": {"n_envs": 0}}, ["env.n_envs must be an integer >= 1"]),
+    ({"algo": "dqn"}, ["algo must be one of 'ppo', 'vmpo'", "'dqn'"]),
+    ({"eval": 5}, ["eval must be a mapping with keys every, episodes"]),
+    ({"eval": {"deterministic": "yes please"}}, ["eval.deterministic must be true or false"]),
+    ({"policy": {"backbone": "gtrx"}}, ["policy.backbone must be one of", "gtrxl", "'gtrx'"]),
+    (
+        {"policy": {"backbone": "lstm", "gate": "gru"}},
+        ["policy.gate does not apply to backbone 'lstm'"],
+    ),
+    ({"policy": {"gate": "sigmoid"}}, ["unknown gate 'sigmoid'", "valid gates: input, output"]),
+    ({"policy": {"d_model": 30, "n_heads": 4}}, ["d_model (30) must be divisible by n_heads (4)"]),
+    ({"policy": {"net_arch": "big"}}, ["policy.net_arch must be a list of integers >= 0"]),
+    (
+        {"env": {"id": "txrl/TMaz-v0"}},
+        ["env.id 'txrl/TMaz-v0' is not a registered", "txrl/TMaze-v0"],
+    ),
+    ({"env": {"kwargs": {"length": 0}}}, ["env.kwargs", "length must be an integer >= 1"]),
+    ({"vmpo": {"n_steps": 8}}, ["section vmpo: is for algo 'vmpo' but algo is 'ppo'"]),
+    (
+        {"env": {"n_envs": 1}, "ppo": {"n_steps": 8, "batch_size": 16}},
+        ["ppo.batch_size (16) must be <="],
+    ),
+    ({"runtime": {"device": "gpu"}}, ["runtime.device must be cpu, auto, cuda"]),
+    ({"ppo": {"n_steps": 48}}, ["ppo.n_steps (48) must be a multiple of ppo.segment_length (32)"]),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), BAD_CONFIGS, ids=[str(d) for d, _ in BAD_CONFIGS])
+def test_bad_config_is_a_clear_error_and_starts_no_training(
+    data: dict[str, Any], expected: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", str(path), "--run-dir", str(run_dir)])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    for fragment in expected:
+        assert fragment in message
+    assert not run_dir.exists()
+
+
+def test_defaults_are_valid_and_round_trip() -> None:
+    config = TrainConfig.from_dict({})
+    assert config.algo == "ppo" and config.policy.backbone == "gtrxl"
+    data = config.to_dict()
+    assert "vmpo" not in data  # only the chosen learner's section
+    assert TrainConfig.from_dict(yaml.safe_load(yaml.safe_dump(data))) == config
+
+
+def test_yaml_number_quirks_are_accepted() -> None:
+    # PyYAML reads 3e-4 (no dot) as a string and 1.0e5 as a float.
+    config = TrainConfig.from_dict({"ppo": {"learning_rate": "3e-4"}, "budget": 1.0e5})
+    assert config.ppo.learning_rate == pytest.approx(3e-4)
+    assert config.budget == 100_000 and isinstance(config.budget, int)
+
+
+def test_config_is_frozen() -> None:
+    config = TrainConfig.from_dict({})
+    with pytest.raises(AttributeError):
+        config.budget = 5  # type: ignore[misc]
+
+
+def test_policy_kwargs_pass_only_given_settings() -> None:
+    config = TrainConfig.from_dict(
+        {"policy": {"gate": "input", "d_model": 32, "n_heads": 2, "backbone_kwargs": {"d_ff": 64}}}
+    )
+    assert config.policy.policy_kwargs() == {
+        "backbone": "gtrxl",
+        "gate": "input",
+        "d_model": 32,
+        "n_heads": 2,
+        "backbone_kwargs": {"d_ff": 64},
+    }
+
+
+def test_overrides() -> None:
+    assert parse_override("ppo.learning_rate=1e-4") == ("ppo.learning_rate", "1e-4")
+    assert parse_override("env.kwargs={length: 20}") == ("env.kwargs", {"length": 20})
+    data = apply_overrides({"ppo": {"gamma": 0.9}}, ["ppo.gamma=0.95", "env.kwargs.length=7"])
+    assert data == {"ppo": {"gamma": 0.95}, "env": {"kwargs": {"length": 7}}}
+    for bad in ("ppo.gamma", "=3", "a..b=1"):
+        with pytest.raises(ConfigError, match="KEY=VALUE"):
+            parse_override(bad)
+    with pytest.raises(ConfigError, match="budget is 5, not a section"):
+        apply_overrides({"budget": 5}, ["budget.x=1"])
+
+
+def test_load_train_config_applies_overrides_and_names_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yaml"
+    path.write_text("budget: 1000\nenv: {kwargs: {length: 4}}\n")
+    config = load_train_config(path, ["env.kwargs.length=6", "ppo.gamma=0.9"])
+    assert (config.name, config.budget, config.env.kwargs, config.ppo.gamma) == (
+        "exp",
+        1000,
+        {"length": 6},
+        0.9,
+    )
+    with pytest.raises(ConfigError, match=r"ppo\.gamma must be"):
+        load_train_config(path, ["ppo.gamma=2"])
+    (tmp_path / "broken.yaml").write_text("budget: [1,\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_train_config(tmp_path / "broken.yaml")
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_train_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    "name", ["quickstart.yaml", "compare_gates.yaml", "popgym.yaml", "compare_tiny.yaml"]
+)
+def test_shipped_configs_are_valid(name: str) -> None:
+    path = ROOT / "configs" / name
+    if name == "quickstart.yaml":
+        load_train_config(path)
+    else:
+        assert load_compare_config(path).variants()
+
+
+def test_grid_expansion() -> None:
+    config = from_mapping(
+        CompareConfig,
+        {
+            "name": "grid",
+            "base": {"budget": 64, "policy": {"d_model": 16, "n_heads": 2}},
+            "seeds": [0, 1],
+            "axes": {
+                "memory": {
+                    "gtrxl": {"policy.backbone": "gtrxl"},
+                    "lstm": {"policy.backbone": "lstm", "policy.n_heads": None},
+                },
+                "env.kwargs.length": [3, 5],
+            },
+        },
+    )
+    variants = config.variants()
+    assert [v.name for v in variants] == ["gtrxl__3", "gtrxl__5", "lstm__3", "lstm__5"]
+    assert variants[3].labels == (("memory", "lstm"), ("env.kwargs.length", "5"))
+    assert variants[3].config.policy.backbone == "lstm"
+    assert variants[3].config.env.kwargs == {"length": 5}
+    assert variants[0].config.budget == 64
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"axes": {"policy.gate": []}}, "axes.policy.gate is an empty list"),
+        ({"axes": {"policy.gate": "gru"}}, "must be a non-empty list of values"),
+        ({"axes": {"s": {"a": {"seed": 3}}}}, "an axis cannot set seed"),
+        (
+            {"axes": {"m": {"x": {"policy.backbone": "lstm"}}}, "panels": "task"},
+            "panels must name an axis",
+        ),
+        (
+            {"axes": {"m": {"lstm": {"policy.backbone": "lstm", "policy.gate": "gru"}}}},
+            "variant m=lstm: policy.gate",
+        ),
+        ({"seeds": [1, 1]}, "seeds must not repeat"),
+        ({"seeds": []}, "seeds must be a non-empty list"),
+        ({"metric": "reward"}, "metric must be one of 'success_rate', 'mean_return'"),
+    ],
+)
+def test_bad_compare_configs(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=_escape(message)):
+        from_mapping(CompareConfig, data).variants()
+
+
+def test_compare_base_may_be_a_path(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text("budget: 77\n")
+    (tmp_path / "grid.yaml").write_text(
+        "base: base.yaml\nseeds: [0]\naxes: {ppo.gamma: [0.9, 0.99]}\n"
+    )
+    config = load_compare_config(tmp_path / "grid.yaml", ["base.budget=88"])
+    assert config.name == "grid"
+    assert [v.config.budget for v in config.variants()] == [88, 88]
+    assert [v.name for v in config.variants()] == ["0.9", "0.99"]
+
+
+def _escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_previous_action_reward_wraps_the_envs() -> None:
+    from txrl.config import load_train_config
+    from txrl.train import make_train_env
+
+    config = load_train_config(
+        ROOT / "configs" / "quickstart.yaml",
+        overrides=["env.previous_action_reward=true"],
+    )
+    env = make_train_env(config)
+    assert env.observation_space.shape == (3 + 4 + 1,)

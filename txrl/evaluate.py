@@ -1,0 +1,226 @@
+"""Evaluation of a trained agent: success rate and return with 95% confidence intervals.
+
+Episodes are run with SB3's :func:`~stable_baselines3.common.evaluation.evaluate_policy`,
+which carries a recurrent policy's state from step to step: it calls
+``model.predict(obs, state=state, episode_start=episode_starts)`` with ``state=None`` first
+(the policy starts from its empty memory) and ``episode_starts[i] = done`` afterwards, so
+each env's memory is cleared when its next episode begins. Episodes are split evenly over
+the eval envs (SB3's unbiased split). Success is ``info["is_success"]`` at each counted
+episode end, collected through ``evaluate_policy``'s callback as SB3's ``EvalCallback`` does.
+
+Intervals: the success rate's is Wilson's score interval (good near 0 and 1, where the
+normal approximation is not); the mean return's is a percentile bootstrap. Across seeds
+(``txrl compare``) the summaries are the mean, the interquartile mean (IQM, Agarwal et al.
+2021) and a percentile-bootstrap interval of the mean.
+"""
+
+from __future__ import annotations
+
+import math
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import VecEnv
+
+Z_95 = 1.959963984540054  # standard normal quantile of 0.975
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (95% by default)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # The bounds are exact at the ends (0 successes: low 0; all: high 1); avoid rounding there.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    statistic: Any = np.mean,
+    *,
+    level: float = 0.95,
+    n_resamples: int = 5000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of ``statistic(values)``; a single value gives (v, v)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return (math.nan, math.nan)
+    if x.size == 1 or np.all(x == x[0]):
+        return (float(x[0]), float(x[0]))
+    rng = np.random.default_rng(seed)
+    samples = x[rng.integers(0, x.size, size=(n_resamples, x.size))]  # (R, n)
+    stats = (
+        np.apply_along_axis(statistic, 1, samples) if statistic is not np.mean else samples.mean(1)
+    )
+    alpha = (1 - level) / 2
+    low, high = np.quantile(stats, [alpha, 1 - alpha])
+    return (float(low), float(high))
+
+
+def iqm(values: Sequence[float]) -> float:
+    """Interquartile mean: the mean of the middle 50% (25% trimmed from each end)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    if x.size == 0:
+        return math.nan
+    cut = int(0.25 * x.size)
+    return float(x[cut : x.size - cut].mean())
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Per-episode outcomes of one evaluation and their summaries."""
+
+    returns: tuple[float, ...]
+    lengths: tuple[int, ...]
+    successes: tuple[bool, ...]  # empty when the env reports no info["is_success"]
+
+    @property
+    def episodes(self) -> int:
+        return len(self.returns)
+
+    @property
+    def mean_return(self) -> float:
+        return float(np.mean(self.returns))
+
+    @property
+    def return_ci95(self) -> tuple[float, float]:
+        return bootstrap_ci(self.returns)
+
+    @property
+    def success_rate(self) -> float | None:
+        return float(np.mean(self.successes)) if self.successes else None
+
+    @property
+    def success_ci95(self) -> tuple[float, float] | None:
+        if not self.successes:
+            return None
+        return wilson_interval(int(sum(self.successes)), len(self.successes))
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able summary (the eval log's fields)."""
+        ci = self.success_ci95
+        return {
+            "episodes": self.episodes,
+            "success_rate": self.success_rate,
+            "success_ci95": list(ci) if ci is not None else None,
+            "mean_return": self.mean_return,
+            "return_ci95": list(self.return_ci95),
+            "mean_length": float(np.mean(self.lengths)),
+        }
+
+
+def evaluate(model: Any, env: VecEnv, episodes: int, *, deterministic: bool = True) -> EvalResult:
+    """Run ``episodes`` episodes of ``model`` on ``env`` (Monitor-wrapped envs) and collect them."""
+    successes: list[bool] = []
+
+    def collect_success(locals_: dict[str, Any], _globals: dict[str, Any]) -> None:
+        # Called for each env still counting episodes; the same test as EvalCallback's.
+        if locals_["done"] and "episode" in locals_["info"]:
+            success = locals_["info"].get("is_success")
+            if success is not None:
+                successes.append(bool(success))
+
+    returns, lengths = evaluate_policy(
+        model,
+        env,
+        n_eval_episodes=episodes,
+        deterministic=deterministic,
+        return_episode_rewards=True,
+        callback=collect_success,
+    )
+    if successes and len(successes) != len(returns):
+        successes = []  # only some episodes reported success: no honest rate
+    return EvalResult(
+        returns=tuple(float(r) for r in returns),
+        lengths=tuple(int(n) for n in lengths),
+        successes=tuple(successes),
+    )
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """One human-readable block of an eval summary (see :meth:`EvalResult.summary`)."""
+    lines = []
+    if summary.get("success_rate") is not None:
+        lo, hi = summary["success_ci95"]
+        lines.append(f"success rate  {summary['success_rate']:.3f}   95% CI [{lo:.3f}, {hi:.3f}]")
+    lo, hi = summary["return_ci95"]
+    lines.append(f"mean return   {summary['mean_return']:.3f}   95% CI [{lo:.3f}, {hi:.3f}]")
+    lines.append(f"episodes      {summary['episodes']} (mean length {summary['mean_length']:.1f})")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "EvalResult",
+    "bootstrap_ci",
+    "evaluate",
+    "evaluate_checkpoint",
+    "format_summary",
+    "iqm",
+    "wilson_interval",
+]
+
+
+def evaluate_checkpoint(
+    target: str | Path,
+    *,
+    episodes: int | None = None,
+    seed: int | None = None,
+    deterministic: bool | None = None,
+) -> dict[str, Any]:
+    """Evaluate a checkpoint, or a run directory's final (else latest) checkpoint.
+
+    The checkpoint carries its config, so the same env (and observation normalisation) is
+    rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
+    eval seeds used during training. Returns :meth:`EvalResult.summary` plus where from.
+    """
+    import pickle
+
+    from txrl.train import (
+        RESUME_MEMBER,
+        RunError,
+        algo_class,
+        latest_checkpoint,
+        make_eval_env,
+        read_checkpoint_config,
+    )
+
+    path = Path(target)
+    if path.is_dir():
+        checkpoint = latest_checkpoint(path)
+        if checkpoint is None:
+            raise RunError(f"{path} holds no checkpoint yet (looked in {path / 'checkpoints'})")
+    elif path.is_file():
+        checkpoint = path
+    else:
+        raise RunError(f"{path} is neither a run directory nor a checkpoint file")
+    config = read_checkpoint_config(checkpoint)
+    episodes = episodes or config.eval.episodes
+    env = make_eval_env(config, episodes=episodes, seed=seed)
+    if config.env.normalize_obs:
+        with zipfile.ZipFile(checkpoint) as archive:
+            state = pickle.loads(archive.read(RESUME_MEMBER))
+        env.obs_rms = pickle.loads(state.vec_normalize).obs_rms  # type: ignore[attr-defined]
+    model = algo_class(config.algo).load(checkpoint, device=config.runtime.device)
+    result = evaluate(
+        model,
+        env,
+        episodes,
+        deterministic=config.eval.deterministic if deterministic is None else deterministic,
+    )
+    env.close()
+    return {
+        "checkpoint": str(checkpoint),
+        "timesteps": int(model.num_timesteps),
+        **result.summary(),
+    }
