@@ -131,11 +131,10 @@ class GRUGate(Gate):
 
     def __init__(self, d_model: int, bias: float = 2.0) -> None:
         super().__init__()
-        self.w_rz = nn.Linear(d_model, 2 * d_model, bias=False)  # [W_r; W_z] applied to y
-        self.u_rz = nn.Linear(
-            d_model, 2 * d_model
-        )  # [U_r; U_z] applied to x, bias holds -b_g for z
-        self.w_g = nn.Linear(d_model, d_model, bias=False)
+        # [W_r; W_z; W_g] applied to y, in one product
+        self.w_rzg = nn.Linear(d_model, 3 * d_model, bias=False)
+        # [U_r; U_z] applied to x; its bias holds the -b_g of z
+        self.u_rz = nn.Linear(d_model, 2 * d_model)
         self.u_g = nn.Linear(d_model, d_model, bias=False)
         with torch.no_grad():
             self.u_rz.bias.zero_()
@@ -144,8 +143,9 @@ class GRUGate(Gate):
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
     ) -> torch.Tensor:
-        r, z = torch.sigmoid(self.w_rz(y) + self.u_rz(x)).chunk(2, dim=-1)
-        h_hat = torch.tanh(self.w_g(y) + self.u_g(r * x))
+        wy_rz, wy_g = self.w_rzg(y).split((2 * x.shape[-1], x.shape[-1]), dim=-1)
+        r, z = torch.sigmoid(wy_rz + self.u_rz(x)).chunk(2, dim=-1)
+        h_hat = torch.tanh(wy_g + self.u_g(r * x))
         if stats is not None:
             stats.append(z.detach().mean())
         return (1.0 - z) * x + z * h_hat

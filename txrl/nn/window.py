@@ -29,8 +29,15 @@ def window_mask(valid: torch.Tensor, episode_starts: torch.Tensor, window: int) 
     Keys are the M memory slots followed by the T steps. ``valid`` (B, M), ``episode_starts``
     (T, B) -> (B, T, M+T) bool. Step i sits at key position M + i.
     """
-    memory_episode, step_episode = episode_ids(valid, episode_starts)
     m, t = valid.shape[1], episode_starts.shape[0]
+    if t == 1:
+        # one acting step: the valid slots within the window unless an episode starts, and itself
+        memory_ok = valid & ~episode_starts[0, :, None]  # (B, M)
+        if window < m:
+            memory_ok = memory_ok & (torch.arange(m, device=valid.device) >= m - window)
+        itself = torch.ones((valid.shape[0], 1), dtype=torch.bool, device=valid.device)  # (B, 1)
+        return torch.cat((memory_ok, itself), dim=1)[:, None, :]  # (B, 1, M+1)
+    memory_episode, step_episode = episode_ids(valid, episode_starts)
     key_episode = torch.cat((memory_episode, step_episode), dim=1)  # (B, K)
     same_episode = key_episode[:, None, :] == step_episode[:, :, None]  # (B, T, K)
     distance = (
@@ -43,9 +50,16 @@ def window_mask(valid: torch.Tensor, episode_starts: torch.Tensor, window: int) 
 
 def next_valid(valid: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tensor:
     """Validity of the last M of the M+T positions, seen from the step after the sequence -> (B, M)."""
+    m = valid.shape[1]
+    if episode_starts.shape[0] == 1:
+        if m == 0:
+            return valid
+        # slots shift by one: the step just taken is valid, earlier ones unless it started anew
+        return torch.cat(
+            (valid[:, 1:] & ~episode_starts[0, :, None], torch.ones_like(valid[:, :1])), dim=1
+        )
     memory_episode, step_episode = episode_ids(valid, episode_starts)
     key_episode = torch.cat((memory_episode, step_episode), dim=1)  # (B, M+T)
-    m = valid.shape[1]
     return (key_episode == step_episode[:, -1:])[:, key_episode.shape[1] - m :]
 
 
