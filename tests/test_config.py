@@ -140,7 +140,14 @@ def test_load_train_config_applies_overrides_and_names_the_run(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    "name", ["quickstart.yaml", "compare_gates.yaml", "popgym.yaml", "compare_tiny.yaml"]
+    "name",
+    [
+        "quickstart.yaml",
+        "compare_gates.yaml",
+        "compare_backbones.yaml",
+        "popgym.yaml",
+        "compare_tiny.yaml",
+    ],
 )
 def test_shipped_configs_are_valid(name: str) -> None:
     path = ROOT / "configs" / name
