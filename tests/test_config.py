@@ -145,6 +145,7 @@ def test_load_train_config_applies_overrides_and_names_the_run(tmp_path: Path) -
         "quickstart.yaml",
         "compare_gates.yaml",
         "compare_backbones.yaml",
+        "compare_algos.yaml",
         "popgym.yaml",
         "compare_tiny.yaml",
     ],
