@@ -411,6 +411,8 @@ class VMPOConfig:
     the rollout's start."""
     value_loss_coef: NonNegativeFloat | None = None
     """Weight of the value loss L_V."""
+    popart: bool | None = None
+    """Normalise value targets with PopArt; ``null``: the paper's default (on)."""
     max_grad_norm: PositiveFloat = 40.0
     """Global gradient-norm clip."""
 

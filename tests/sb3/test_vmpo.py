@@ -30,6 +30,7 @@ def test_e_step_uses_the_whole_batch() -> None:
         n_steps=16,
         batch_size=8,
         segment_length=8,
+        popart=False,  # advantages as the buffer holds them
         policy_kwargs=TINY,
         seed=0,
     )
@@ -108,3 +109,34 @@ def test_vmpo_gtrxl_solves_the_tmaze() -> None:
     )
     model.learn(BUDGET)
     assert success_rate(model) >= 0.9
+
+
+def test_popart_head_keeps_values_in_return_units() -> None:
+    from txrl.rl.vmpo_loss import PopArtValueHead
+
+    with_popart = VMPO(
+        "MlpGTrXLPolicy",
+        small_env(),
+        n_steps=16,
+        batch_size=32,
+        segment_length=8,
+        policy_kwargs=TINY,
+    )
+    assert isinstance(with_popart.policy.value_net, PopArtValueHead)
+    head_params = {id(p) for p in with_popart.policy.value_net.parameters()}
+    optimized = {
+        id(p) for group in with_popart.policy.optimizer.param_groups for p in group["params"]
+    }
+    assert head_params <= optimized, "the optimizer must train the PopArt head"
+    with_popart.learn(64)
+    assert "train/popart_sigma" in with_popart.logger.name_to_value
+    plain = VMPO(
+        "MlpGTrXLPolicy",
+        small_env(),
+        popart=False,
+        policy_kwargs=TINY,
+        n_steps=16,
+        batch_size=32,
+        segment_length=8,
+    )
+    assert isinstance(plain.policy.value_net, torch.nn.Linear)

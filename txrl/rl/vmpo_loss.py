@@ -667,3 +667,12 @@ class PopArt(nn.Module):
         # W <- W sigma_old / sigma_new, b <- (sigma_old b + mu_old - mu_new) / sigma_new
         self.linear.weight.mul_((old_sigma / new_sigma).unsqueeze(-1))
         self.linear.bias.mul_(old_sigma).add_(old_mu - new_mu).div_(new_sigma)
+
+
+class PopArtValueHead(PopArt):
+    """:class:`PopArt` as a drop-in value head: ``forward`` returns the *unnormalised* value
+    ``sigma v~ + mu``, so acting, GAE and logging see values in return units, and a loss uses
+    :meth:`normalize` on both the prediction and the target (the gradient is that of ``v~``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.unnormalize(self.linear(x))

@@ -32,6 +32,7 @@ from txrl.rl.vmpo_loss import (
     CategoricalParams,
     DiagGaussianParams,
     FullBatch,
+    PopArtValueHead,
     VMPOBatch,
     VMPOConfig,
     VMPOMultipliers,
@@ -53,6 +54,10 @@ class VMPO(MemoryOnPolicyAlgorithm):
     :param target_update_period: gradient steps between target-network refreshes, or None
         to act with the policy of the rollout's start.
     :param value_loss_coef: weight of L_V (the paper adds it with weight 1).
+    :param popart: normalise value targets with PopArt (Sec. 4.1; van Hasselt et al. 2016). The
+        value head then outputs values in return units; the loss regresses the normalised
+        prediction on the normalised target, the E-step uses advantages divided by sigma, and
+        the statistics are updated (outputs preserved) with each rollout's returns.
     """
 
     def __init__(
@@ -76,6 +81,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
         init_alpha_sigma: float = VMPOConfig.init_alpha_sigma,
         target_update_period: int | None = None,
         value_loss_coef: float = VMPOConfig.value_loss_coef,
+        popart: bool = VMPOConfig.popart,
         max_grad_norm: float = 40.0,
         aux_loss_coef: dict[str, float] | None = None,
         stats_window_size: int = 100,
@@ -103,7 +109,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
             init_alpha_sigma=init_alpha_sigma,
             value_loss_coef=value_loss_coef,
             target_update_period=target_update_period or 1,
-            popart=False,
+            popart=popart,
         )
         self.target_update_period = target_update_period
         self._gradient_steps = 0
@@ -136,6 +142,18 @@ class VMPO(MemoryOnPolicyAlgorithm):
                 f"VMPO supports Discrete and Box action spaces, got {self.action_space}"
             )
         super()._setup_model()
+        config = self.vmpo_config
+        if config.popart:
+            self.policy.value_net = PopArtValueHead(
+                self.policy.value_net.in_features,
+                step_size=config.popart_step_size,
+                scale_lower=config.popart_scale_lower,
+                scale_upper=config.popart_scale_upper,
+            ).to(self.device)
+            # the optimizer must hold the new head's parameters
+            self.policy.optimizer = self.policy.optimizer_class(
+                self.policy.parameters(), lr=self.lr_schedule(1), **self.policy.optimizer_kwargs
+            )
         continuous = isinstance(self.action_space, spaces.Box)
         self.multipliers = VMPOMultipliers.from_config(self.vmpo_config, continuous=continuous).to(
             self.device
@@ -170,9 +188,15 @@ class VMPO(MemoryOnPolicyAlgorithm):
 
     def _train_context(self) -> dict[str, Any]:
         # The E-step's top half is chosen over the whole batch D (Sec. 4.2.1), not per minibatch.
-        advantages = torch.as_tensor(
-            self.rollout_buffer.advantages, device=self.device
-        ).flatten()  # (N*B,)
+        buffer = self.rollout_buffer
+        advantages = torch.as_tensor(buffer.advantages, device=self.device).flatten()  # (N*B,)
+        head = self.policy.value_net
+        if isinstance(head, PopArtValueHead):
+            # Pop-Art: new target statistics, the head rescaled so its outputs do not change
+            head.update(torch.as_tensor(buffer.returns, device=self.device).reshape(-1, 1))
+            advantages = advantages / head.sigma
+            self.logger.record("train/popart_mu", float(head.mu))
+            self.logger.record("train/popart_sigma", float(head.sigma))
         return {"advantages": advantages}
 
     def _loss(
@@ -191,12 +215,19 @@ class VMPO(MemoryOnPolicyAlgorithm):
         index = (steps * n_envs + batch.env_index[None, :]).flatten()  # (X,)
         old = batch.extras["old_policy"].reshape(index.numel(), -1)  # (S, G, P) -> (X, P)
         new = _distribution_params(distribution)
+        advantages, returns = batch.advantages.flatten(), batch.returns.flatten()  # (X,)
+        head = self.policy.value_net
+        if isinstance(head, PopArtValueHead):
+            # L_V on normalised values and targets; E-step advantages in units of sigma
+            values = head.normalize(values[:, None]).flatten()
+            returns = head.normalize(returns[:, None]).flatten()
+            advantages = advantages / head.sigma
         loss, stats = vmpo_loss(
             VMPOBatch(
                 log_prob=log_prob,
-                advantages=batch.advantages.flatten(),
+                advantages=advantages,
                 values=values,
-                returns=batch.returns.flatten(),
+                returns=returns,
                 old_policy=_as_params(old, self.action_space),
                 new_policy=_as_params(new, self.action_space),
             ),
