@@ -177,7 +177,6 @@ def test_demo_still_works(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_rl_zoo_trains_memory_ppo(tmp_path: Path) -> None:
-    pytest.importorskip("rl_zoo3")
     args = "train --algo memory_ppo --env txrl/TMazePassive-v0 -n 64 --eval-freq -1"
     hyperparams = "--hyperparams n_envs:2 n_steps:16 batch_size:32 n_epochs:1"
     result = subprocess.run(

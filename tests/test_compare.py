@@ -144,7 +144,6 @@ def test_local_backend_runs_the_tiny_grid_and_resumes_a_half_done_run(tmp_path: 
 
 
 def test_ray_backend_runs_the_tiny_grid(tmp_path: Path) -> None:
-    pytest.importorskip("ray.tune")
     config = load_compare_config(TINY)
     _, outcomes = compare(config, tmp_path, backend="ray", workers=2, echo=lambda _: None)
     assert sorted(o["status"] for o in outcomes) == ["finished"] * 4

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import itertools
 import sys
 from collections import defaultdict
@@ -20,7 +21,7 @@ from txrl.envs.popgym_adapter import (
 
 from ._helpers import INFINITE_BOX, WRAPPED_ENV, run_env_checkers, same_trajectory
 
-popgym_envs = pytest.importorskip("popgym.envs")
+popgym_envs = importlib.import_module("popgym.envs")  # in the test extra: missing is an error
 
 
 def test_ids_cover_every_installed_popgym_env() -> None:
