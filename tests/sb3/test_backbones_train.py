@@ -10,7 +10,7 @@ import pytest
 from txrl import MemoryPPO, backbone_names
 from txrl.nn import backbone_config_class
 
-from .test_common import tmaze_env
+from .test_common import collect_one_rollout, tmaze_env
 
 SMALL = {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 4}
 # the auxiliary losses the backbones document, which the learner must add and log
@@ -41,3 +41,27 @@ def test_memory_ppo_trains_with_backbone(name: str) -> None:
     assert math.isfinite(logged["train/loss"])
     if name in AUX:
         assert math.isfinite(logged[f"train/aux/{AUX[name]}"])
+
+
+@pytest.mark.parametrize("name", backbone_names())
+def test_training_pass_reproduces_acting_for_every_backbone(name: str) -> None:
+    fields = {f.name for f in dataclasses.fields(backbone_config_class(name))}
+    settings = {k: v for k, v in SMALL.items() if k in fields}
+    model = MemoryPPO(
+        "MlpMemoryPolicy",
+        tmaze_env(2, length=6),
+        n_steps=16,
+        batch_size=32,
+        segment_length=8,
+        n_epochs=2,
+        learning_rate=1e-2,  # large steps, so memory cached with stale weights would show
+        policy_kwargs={"backbone": name, **settings, "net_arch": [16]},
+        seed=0,
+    )
+    model.learn(3 * 32)  # memory carried across rollouts, weights updated between
+    collect_one_rollout(model)
+    model.policy.set_training_mode(True)
+    batch = model.rollout_buffer.all_segments(model.policy.backbone, model.segment_length)
+    values, log_prob, *_ = model.evaluate_batch(batch)
+    assert (log_prob - batch.old_log_prob.flatten()).abs().max().item() <= 1e-4
+    assert (values - batch.old_values.flatten()).abs().max().item() <= 1e-4

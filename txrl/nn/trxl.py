@@ -33,8 +33,9 @@ from torch import nn
 
 from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.gates import GATE_NAMES, make_gate
-from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
-from txrl.nn.window import next_valid, slide, window_at, window_mask
+from txrl.nn.memory import LayerMemoryBackbone
+from txrl.nn.protocol import BackboneOutput, register_backbone
+from txrl.nn.window import window_mask
 
 
 class TrXLState(NamedTuple):
@@ -186,17 +187,19 @@ class GatedBlock(nn.Module):
         return out
 
 
-class TransformerXL(Backbone):
-    """The TrXL family behind the backbone protocol (see the module docstring)."""
+class TransformerXL(LayerMemoryBackbone):
+    """The TrXL family behind the backbone protocol (see the module docstring).
+
+    The memory plumbing (initial state, sliding update, trace, ``state_at``, ``refresh_state``)
+    is Transformer-XL's, shared with the variants in :class:`txrl.nn.memory.LayerMemoryBackbone`.
+    """
+
+    state_type = TrXLState
+    trace_type = TrXLTrace
 
     def __init__(self, config: TrXLConfig, order: str) -> None:
-        super().__init__()
-        self.config = config
+        super().__init__(config, config.n_layers)
         self.order = order
-        self.input_dim = config.input_dim
-        self.output_dim = config.d_model
-        self.memory_length = config.memory_length
-        self.embed = nn.Linear(config.input_dim, config.d_model)
         blocks: list[nn.Module]
         if order == "trxl":
             blocks = [PostNormBlock(config) for _ in range(config.n_layers)]
@@ -204,17 +207,6 @@ class TransformerXL(Backbone):
             gate = "residual" if order == "trxl_i" else (config.gate or "gru")
             blocks = [GatedBlock(config, gate) for _ in range(config.n_layers)]
         self.blocks = nn.ModuleList(blocks)
-
-    def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> TrXLState:
-        c = self.config
-        device = device if device is not None else self.embed.weight.device
-        shape = (batch_size, c.n_layers, c.memory_length, c.d_model)
-        return TrXLState(
-            hidden=torch.zeros(shape, device=device),
-            keys=torch.zeros(shape, device=device),
-            values=torch.zeros(shape, device=device),
-            valid=torch.zeros((batch_size, c.memory_length), dtype=torch.bool, device=device),
-        )
 
     def run(
         self,
@@ -226,66 +218,30 @@ class TransformerXL(Backbone):
         stats: bool = False,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
-        m = self.memory_length
         h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
-        allowed = window_mask(state.valid, episode_starts, m)  # (B, T, K)
+        allowed = window_mask(state.valid, episode_starts, self.memory_length)  # (B, T, K)
 
         step_stats: dict[str, torch.Tensor] | None = {} if stats else None
         out_stats: dict[str, torch.Tensor] = {}
         layer_inputs, step_keys, step_values = [], [], []
         for layer, block in enumerate(self.blocks):
-            layer_inputs.append(h.detach())
+            layer_inputs.append(h)
             z = block.attention_input(h)  # (B, T, D)
             k_new, v_new = block.attention.project_memory(z)  # (B, T, D) each
-            step_keys.append(k_new.detach())
-            step_values.append(v_new.detach())
+            step_keys.append(k_new)
+            step_values.append(v_new)
             memory = (state.keys[:, layer], state.values[:, layer])  # (B, M, D) each
             h = block(h, z, memory, (k_new, v_new), allowed, step_stats)
             if step_stats is not None:
                 out_stats.update({f"layer{layer}/{name}": v for name, v in step_stats.items()})
 
-        hidden_steps = torch.stack(layer_inputs, dim=1)  # (B, L, T, D)
-        new_state = TrXLState(
-            hidden=slide(state.hidden, hidden_steps, dim=2),  # (B, L, M, D): the last M positions
-            keys=slide(state.keys, torch.stack(step_keys, dim=1), dim=2),  # (B, L, M, D)
-            values=slide(state.values, torch.stack(step_values, dim=1), dim=2),  # (B, L, M, D)
-            valid=next_valid(state.valid, episode_starts),  # seen from the step after the last
-        )
+        new_state = self.next_state(state, layer_inputs, step_keys, step_values, episode_starts)
         if stats:
-            out_stats["memory_in_use"] = state.valid.float().mean() if m else torch.zeros(())
-        # (B, L, T, D) -> (T, B, L, D)
-        step_trace = TrXLTrace(hidden=hidden_steps.permute(2, 0, 1, 3)) if trace else None
+            out_stats["memory_in_use"] = (
+                state.valid.float().mean() if self.memory_length else torch.zeros(())
+            )
+        step_trace = self.trace_of(layer_inputs) if trace else None
         return BackboneOutput(h.transpose(0, 1), new_state, step_trace, {}, out_stats)
-
-    def state_at(
-        self, initial: TrXLState, trace: TrXLTrace, episode_starts: torch.Tensor, t: torch.Tensor
-    ) -> TrXLState:
-        """Rebuild the memory before step ``t[b]`` from the carried-in memory and the per-step trace.
-
-        Keys and values are re-projected from the stop-gradient layer inputs, so when called
-        with gradients on, the projection weights get the gradient through memory as in
-        Transformer-XL's training (only the cached states themselves are constants).
-        """
-        # (B, L, M, D) <-> window entries (B, M, L, D)
-        hidden, valid = window_at(
-            initial.hidden.transpose(1, 2), trace.hidden, initial.valid, episode_starts, t
-        )
-        hidden = hidden.transpose(1, 2)  # (B, M, L, D) -> (B, L, M, D)
-        return self._with_projections(hidden, valid)
-
-    def refresh_state(self, state: TrXLState) -> TrXLState:
-        """Re-project the cached keys and values of the memory with the current weights."""
-        return self._with_projections(state.hidden, state.valid)
-
-    def _with_projections(self, hidden: torch.Tensor, valid: torch.Tensor) -> TrXLState:
-        keys, values = [], []
-        for layer, block in enumerate(self.blocks):
-            k_l, v_l = block.attention.project_memory(
-                block.attention_input(hidden[:, layer])
-            )  # (B, M, D)
-            keys.append(k_l)
-            values.append(v_l)
-        return TrXLState(hidden, torch.stack(keys, dim=1), torch.stack(values, dim=1), valid)
 
 
 def _factory(order: str) -> Callable[[TrXLConfig], TransformerXL]:

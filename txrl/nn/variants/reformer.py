@@ -50,9 +50,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from txrl.nn.memory import LayerMemoryBackbone
 from txrl.nn.protocol import BackboneOutput, register_backbone
 from txrl.nn.variants._common import (
-    LayerMemoryBackbone,
     WindowConfig,
     check_int,
     feed_forward,
