@@ -21,20 +21,31 @@ AUX = {
 }
 
 
-@pytest.mark.parametrize("name", backbone_names())
-def test_memory_ppo_trains_with_backbone(name: str) -> None:
+def small_model(name: str, n_envs: int, length: int, **kwargs) -> MemoryPPO:
+    """MemoryPPO with backbone ``name`` at the SMALL settings its config has."""
     fields = {f.name for f in dataclasses.fields(backbone_config_class(name))}
     settings = {k: v for k, v in SMALL.items() if k in fields}
-    model = MemoryPPO(
+    policy_kwargs = {"backbone": name, **settings, "net_arch": [16]}
+    return MemoryPPO(
         "MlpMemoryPolicy",
-        tmaze_env(4, length=4),
+        tmaze_env(n_envs, length=length),
+        policy_kwargs=policy_kwargs,
+        seed=0,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("name", backbone_names())
+def test_memory_ppo_trains_with_backbone(name: str) -> None:
+    model = small_model(
+        name,
+        4,
+        4,
         n_steps=64,
         batch_size=128,
         segment_length=16,
         n_epochs=2,
-        policy_kwargs={"backbone": name, **settings, "net_arch": [16]},
         aux_loss_coef={"span_l1": 1e-3},
-        seed=0,
     )
     model.learn(2048)
     logged = model.logger.name_to_value
@@ -45,18 +56,15 @@ def test_memory_ppo_trains_with_backbone(name: str) -> None:
 
 @pytest.mark.parametrize("name", backbone_names())
 def test_training_pass_reproduces_acting_for_every_backbone(name: str) -> None:
-    fields = {f.name for f in dataclasses.fields(backbone_config_class(name))}
-    settings = {k: v for k, v in SMALL.items() if k in fields}
-    model = MemoryPPO(
-        "MlpMemoryPolicy",
-        tmaze_env(2, length=6),
+    model = small_model(
+        name,
+        2,
+        6,
         n_steps=16,
         batch_size=32,
         segment_length=8,
         n_epochs=2,
         learning_rate=1e-2,  # large steps, so memory cached with stale weights would show
-        policy_kwargs={"backbone": name, **settings, "net_arch": [16]},
-        seed=0,
     )
     model.learn(3 * 32)  # memory carried across rollouts, weights updated between
     collect_one_rollout(model)

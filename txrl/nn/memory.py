@@ -17,6 +17,11 @@ from txrl.nn.protocol import Backbone
 from txrl.nn.window import next_valid, slide, window_at
 
 
+def memory_in_use(valid: torch.Tensor) -> torch.Tensor:
+    """Fraction of memory slots (B, M) in use; zero without memory."""
+    return valid.float().mean() if valid.shape[1] else torch.zeros((), device=valid.device)
+
+
 class LayerMemoryBackbone(Backbone):
     """Backbone with Transformer-XL's memory (eq. 6 of reference 000), per layer or depth step.
 

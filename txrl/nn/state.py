@@ -18,24 +18,8 @@ def index_state(state: S, index: torch.Tensor | slice | int) -> S:
     return type(state)(*(field[index] for field in state))
 
 
-def cat_states(states: list[S]) -> S:
-    """Concatenate states of several env batches along axis 0."""
-    first = states[0]
-    return type(first)(*(torch.cat(fields, dim=0) for fields in zip(*states, strict=True)))
-
-
-def assign_state(target: S, index: torch.Tensor, source: S) -> None:
-    """Write ``source`` into envs ``index`` of ``target`` in place."""
-    for dst, src in zip(target, source, strict=True):
-        dst[index] = src
-
-
 def detach_state(state: S) -> S:
     return type(state)(*(field.detach() for field in state))
-
-
-def state_to(state: S, device: torch.device | str) -> S:
-    return type(state)(*(field.to(device) for field in state))
 
 
 def state_nbytes(state: tuple) -> int:

@@ -33,7 +33,7 @@ from torch import nn
 
 from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.gates import GATE_NAMES, make_gate
-from txrl.nn.memory import LayerMemoryBackbone
+from txrl.nn.memory import LayerMemoryBackbone, memory_in_use
 from txrl.nn.protocol import BackboneOutput, register_backbone
 from txrl.nn.window import window_mask
 
@@ -237,9 +237,7 @@ class TransformerXL(LayerMemoryBackbone):
 
         new_state = self.next_state(state, layer_inputs, step_keys, step_values, episode_starts)
         if stats:
-            out_stats["memory_in_use"] = (
-                state.valid.float().mean() if self.memory_length else torch.zeros(())
-            )
+            out_stats["memory_in_use"] = memory_in_use(state.valid)
         step_trace = self.trace_of(layer_inputs) if trace else None
         return BackboneOutput(h.transpose(0, 1), new_state, step_trace, {}, out_stats)
 

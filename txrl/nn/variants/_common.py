@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from txrl.nn.attention import RelativeMultiHeadAttention, rel_shift
-from txrl.nn.memory import LayerMemoryBackbone
+from txrl.nn.memory import LayerMemoryBackbone, memory_in_use
 from txrl.nn.protocol import BackboneOutput
 from txrl.nn.window import window_mask
 
@@ -339,11 +339,6 @@ def episode_time(step: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tens
     starts = episode_starts.transpose(0, 1)  # (B, T)
     last_start = torch.where(starts, index, -1).cummax(dim=1).values  # (B, T)
     return torch.where(last_start >= 0, index - last_start, step[:, None] + index)
-
-
-def memory_in_use(valid: torch.Tensor) -> torch.Tensor:
-    """Fraction of memory slots (B, M) in use; zero without memory."""
-    return valid.float().mean() if valid.shape[1] else torch.zeros((), device=valid.device)
 
 
 # ------------------------------------------------------------------------------ memory

@@ -67,6 +67,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from txrl.nn.attention import RelativeMultiHeadAttention
+from txrl.nn.memory import memory_in_use
 from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
 from txrl.nn.variants import _common
 from txrl.nn.variants._common import (
@@ -74,7 +75,6 @@ from txrl.nn.variants._common import (
     WindowConfig,
     check_positive,
     key_distances,
-    memory_in_use,
     split_heads,
 )
 from txrl.nn.window import episode_ids, next_valid, slide, window_mask

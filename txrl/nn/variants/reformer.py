@@ -50,14 +50,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.nn.memory import LayerMemoryBackbone
+from txrl.nn.memory import LayerMemoryBackbone, memory_in_use
 from txrl.nn.protocol import BackboneOutput, register_backbone
 from txrl.nn.variants._common import (
     WindowConfig,
     check_int,
     feed_forward,
     key_distances,
-    memory_in_use,
     merge_heads,
     split_heads,
 )

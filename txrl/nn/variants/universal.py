@@ -53,13 +53,13 @@ import torch
 from torch import nn
 
 from txrl.nn.attention import RelativeMultiHeadAttention, sinusoid_table
+from txrl.nn.memory import memory_in_use
 from txrl.nn.protocol import BackboneOutput, register_backbone
 from txrl.nn.variants._common import (
     CommonSettings,
     LayerMemoryBackbone,
     PreNormBlock,
     check_positive,
-    memory_in_use,
 )
 from txrl.nn.window import window_mask
 
