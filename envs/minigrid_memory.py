@@ -19,6 +19,13 @@ Upstream observations are a ``Dict`` with a text ``MissionSpace``, which SB3 rej
 matching object, which is exactly when the upstream reward ``1 - 0.9 * t / max_steps`` is
 positive (the wrong object ends the episode with reward 0; a timeout truncates).
 
+``info["cue_step"]`` and ``info["decision_step"]`` (:class:`MemoryStepsInfo`) say when memory
+matters, for tools that mark those steps on pictures of the agent's attention: steps count
+observations from 0 (the reset's); ``cue_step`` is the first observation in which the object
+of the start room is in view (the agent may start in the hallway, facing away from it, and
+never see it), ``decision_step`` the observation on which the agent chose the move onto one
+of the two objects at the hallway's end.
+
 Ids (registered by :func:`txrl.envs.register_envs`): ``txrl/MiniGrid-MemoryS7-v0``, ``S9``,
 ``S11``, ``S13``, ``S13Random``, ``S17Random``, one per upstream ``MiniGrid-Memory*-v0``.
 Extra kwargs (``max_steps``, ``render_mode``, ...) go to ``minigrid.envs.MemoryEnv``.
@@ -28,7 +35,7 @@ MiniGrid is imported when an env is made, not when ``txrl.envs`` is imported.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
@@ -41,6 +48,61 @@ MINIGRID_MEMORY_IDS: dict[str, str] = {
     f"txrl/MiniGrid-Memory{size}-v0": f"MiniGrid-Memory{size}-v0"
     for size in ("S7", "S9", "S11", "S13", "S13Random", "S17Random")
 }
+
+
+class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Report the cue and decision steps of a MiniGrid Memory episode in ``info``.
+
+    ``cue_step`` is put in the info of the observation that first shows the start room's
+    object, and again on the episode's last step; ``decision_step`` in the info of the step
+    that reached one of the two end objects. Visibility is read from the observation itself
+    (MiniGrid marks cells hidden behind walls as unseen), so nothing is rendered twice.
+    Wraps the upstream env directly: it needs its ``Dict`` observation.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        self._t = 0
+        self._cue_step: int | None = None
+
+    def _cue_in_view(self, obs: dict[str, Any]) -> bool:
+        from minigrid.core.constants import OBJECT_TO_IDX
+
+        grid_env = self.env.unwrapped
+        cue_pos = (1, grid_env.height // 2 - 1)  # where MemoryEnv puts the start room's object
+        coords = grid_env.relative_coords(*cue_pos)
+        if coords is None:
+            return False
+        cue = grid_env.grid.get(*cue_pos)
+        return bool(obs["image"][coords[0], coords[1], 0] == OBJECT_TO_IDX[cue.type])
+
+    def _note_cue(self, obs: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+        if self._cue_step is None and self._cue_in_view(obs):
+            self._cue_step = self._t
+            info = {**info, "cue_step": self._t}
+        return info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._t = 0
+        self._cue_step = None
+        return obs, self._note_cue(obs, info)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._t += 1
+        info = self._note_cue(obs, info)
+        if terminated or truncated:
+            info = dict(info)
+            if self._cue_step is not None:
+                info["cue_step"] = self._cue_step
+            grid_env = self.env.unwrapped
+            if tuple(grid_env.agent_pos) in (grid_env.success_pos, grid_env.failure_pos):
+                info["decision_step"] = self._t - 1  # chosen on the previous observation
+        return obs, reward, terminated, truncated, info
 
 
 def make_minigrid_memory(upstream_id: str, with_direction: bool = False, **kwargs: Any) -> gym.Env:
@@ -69,7 +131,7 @@ def make_minigrid_memory(upstream_id: str, with_direction: bool = False, **kwarg
     spec = gym.spec(upstream_id)
     assert isinstance(spec.entry_point, str)
     env = load_env_creator(spec.entry_point)(**{**spec.kwargs, **kwargs})
-    env = EpisodeSuccessInfo(env, rule="positive_reward_on_termination")
+    env = EpisodeSuccessInfo(MemoryStepsInfo(env), rule="positive_reward_on_termination")
     if with_direction:
         return FilterObservation(env, filter_keys=["image", "direction"])
     return ImgObsWrapper(env)

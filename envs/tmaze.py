@@ -36,6 +36,14 @@ episode length, i.e. ``2 * (L + 1)`` passive and ``2 * (L + 3)`` active).
 ``info["is_success"]`` is set on the last step of every episode: ``True`` iff the agent
 turned into the rewarded arm (a truncated episode is a failure).
 
+``info["cue_step"]`` and ``info["decision_step"]`` say *when* memory matters, for tools that
+mark those steps on a picture of the agent's attention (``txrl inspect``). Steps count
+observations from 0, the reset's. ``cue_step`` (the observation that shows the cue: 0 in the
+passive maze, the first visit of the oracle cell in the active one) is in the info of that
+observation, ``reset``'s for the passive maze, and again on the episode's last step when the
+cue was seen. ``decision_step`` (the observation on which the agent chose its turn) is in the
+info of the turning step; a truncated episode has none.
+
 Why memoryless policies sit at chance (0.5): the junction observation is the same for both
 cues, and the cue is never shown again after its one step, so from the first arrival at the
 junction on, the process no longer depends on the cue; a policy without memory turns up
@@ -114,6 +122,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         self._t = 0
         self._goal = 1
         self._cue_pending = False
+        self._cue_step: int | None = None
         self._turned: int | None = None
 
     def reset(
@@ -128,11 +137,12 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         self._t = 0
         self._turned = None
         self._cue_pending = self.active
+        self._cue_step = None if self.active else 0
         obs = self._obs
         obs[0] = 0.0
         obs[1] = 0.0 if self.active else float(self._goal)
         obs[2] = 0.0
-        return obs.copy(), {}
+        return obs.copy(), ({} if self.active else {"cue_step": 0})
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         a = int(action)
@@ -161,18 +171,27 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
             # Active variant: the oracle shows the cue on the first visit only, so a second
             # visit cannot refresh a forgotten cue.
             self._cue_pending = False
+            self._cue_step = self._t
             obs[1] = self._goal
         else:
             obs[1] = 0.0
         obs[2] = 1.0 if x == length else 0.0
 
+        info: dict[str, Any] = {}
+        if self._cue_step is not None and (self._cue_step == self._t or terminated):
+            info["cue_step"] = self._cue_step
         if terminated:
             success = self._turned == self._goal
             reward += 1.0 if success else -self.wrong_turn_penalty
-            return obs.copy(), reward, True, False, {"is_success": success}
+            info["is_success"] = success
+            info["decision_step"] = self._t - 1  # the turn was chosen on the previous observation
+            return obs.copy(), reward, True, False, info
         if self._t >= self.max_steps:
-            return obs.copy(), reward, False, True, {"is_success": False}
-        return obs.copy(), reward, False, False, {}
+            if self._cue_step is not None:
+                info["cue_step"] = self._cue_step
+            info["is_success"] = False
+            return obs.copy(), reward, False, True, info
+        return obs.copy(), reward, False, False, info
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode == "rgb_array":

@@ -94,3 +94,43 @@ def test_bad_kwargs_raise() -> None:
         txrl.envs.make_minigrid_memory("MiniGrid-Empty-5x5-v0")
     with pytest.raises(ValueError, match=r"with_direction must be True or False, got 'yes'"):
         gym.make("txrl/MiniGrid-MemoryS7-v0", with_direction="yes")
+
+
+@pytest.mark.parametrize("env_id", ["txrl/MiniGrid-MemoryS7-v0", "txrl/MiniGrid-MemoryS9-v0"])
+def test_cue_step_is_the_first_step_that_shows_the_start_room_object(env_id: str) -> None:
+    # Checked against MiniGrid's own visibility test (agent_sees), over random walks.
+    env = gym.make(env_id)
+    grid_env = env.unwrapped
+    reported_any = False
+    for seed in range(8):
+        _, info = env.reset(seed=seed)
+        env.action_space.seed(seed)
+        cue_pos = (1, grid_env.height // 2 - 1)
+        seen = [grid_env.agent_sees(*cue_pos)]
+        infos = [info]
+        done = False
+        while not done:
+            _, _, terminated, truncated, info = env.step(env.action_space.sample())
+            seen.append(grid_env.agent_sees(*cue_pos))
+            infos.append(info)
+            done = terminated or truncated
+        first = seen.index(True) if any(seen) else None
+        reported = [t for t, i in enumerate(infos[:-1]) if "cue_step" in i]
+        if first is None:
+            assert reported == [] and "cue_step" not in infos[-1]
+        else:
+            reported_any = True
+            assert infos[first]["cue_step"] == first and infos[-1]["cue_step"] == first
+            assert reported in ([first], [])  # [] when it was first seen on the last step
+    assert reported_any
+
+
+def test_decision_step_is_the_move_onto_an_end_object() -> None:
+    env = gym.make("txrl/MiniGrid-MemoryS7-v0")
+    for target in ("success_pos", "failure_pos"):
+        env.reset(seed=2)
+        grid_env = env.unwrapped
+        steps_before = grid_env.step_count
+        _, terminated, _, info = _walk_to(env, getattr(grid_env, target))
+        assert terminated
+        assert info["decision_step"] == grid_env.step_count - steps_before - 1

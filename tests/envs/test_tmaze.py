@@ -107,7 +107,8 @@ def test_observations_rewards_and_penalties() -> None:
     assert obs.tolist() == [1.0, 0.0, 1.0]
     _, reward, terminated, truncated, info = env.step(DOWN)
     assert terminated and not truncated
-    assert reward == pytest.approx(-0.5 - 0.01) and info == {"is_success": False}
+    assert reward == pytest.approx(-0.5 - 0.01)
+    assert info == {"is_success": False, "cue_step": 0, "decision_step": 4}
 
     env.reset(options={"goal": -1})
     env.step(FORWARD)
@@ -132,7 +133,9 @@ def test_time_limit_truncates_as_a_failure(variant: str) -> None:
         _, _, terminated, truncated, info = env.step(FORWARD)
         assert not terminated
         assert truncated == (t == env.unwrapped.max_steps)
-    assert info == {"is_success": False}
+    # walking forward only, the active maze never shows its cue; no turn, no decision step
+    cue = {} if variant == "active" else {"cue_step": 0}
+    assert info == {"is_success": False, **cue}
 
     short = gym.make(VARIANTS[variant], length=5, max_steps=env.unwrapped.optimal_steps)
     _, _, info, terminated = rollout(short, CueReader(variant == "active"), seed=1)
@@ -201,3 +204,36 @@ def test_bad_goal_option_and_action_raise() -> None:
     env.reset(seed=0)
     with pytest.raises(ValueError, match="action must be one of 0, 1, 2, 3"):
         env.step(4)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_cue_and_decision_steps_are_reported(variant: str) -> None:
+    # Steps count observations from 0 (the reset's); the cue step is the observation whose
+    # cue entry is non-zero and the decision step the one on which the turn was chosen.
+    env = gym.make(VARIANTS[variant], length=4)
+    policy = CueReader(variant == "active")
+    obs, info = env.reset(seed=3)
+    observations, infos, actions = [obs], [info], []
+    done = False
+    while not done:
+        actions.append(policy(obs))
+        obs, _, terminated, truncated, info = env.step(actions[-1])
+        observations.append(obs)
+        infos.append(info)
+        done = terminated or truncated
+    cue_seen = [t for t, o in enumerate(observations) if o[1] != 0]
+    assert len(cue_seen) == 1
+    assert infos[cue_seen[0]]["cue_step"] == cue_seen[0] == (1 if variant == "active" else 0)
+    assert infos[-1]["cue_step"] == cue_seen[0]
+    assert actions[infos[-1]["decision_step"]] in (UP, DOWN)
+    assert infos[-1]["decision_step"] == len(actions) - 1
+    assert not any("decision_step" in i for i in infos[:-1])
+
+
+def test_truncated_episode_has_no_decision_step() -> None:
+    env = TMazeEnv(length=3, active=True, max_steps=6)
+    env.reset(seed=0)
+    info: dict[str, Any] = {}
+    for _ in range(6):
+        *_, info = env.step(FORWARD)  # never fetches the cue, never turns
+    assert info == {"is_success": False}
