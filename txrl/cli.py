@@ -1,4 +1,4 @@
-"""The ``txrl`` command line: ``train``, ``eval``, ``compare`` and ``demo``.
+"""The ``txrl`` command line: ``train``, ``eval``, ``compare``, ``inspect`` and ``demo``.
 
 Bad input (a config key, type or value; a run directory that cannot be used) ends with a
 message naming what is wrong and what is valid, exit status 2, before any training starts.
@@ -105,6 +105,27 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect(args: argparse.Namespace) -> int:
+    from txrl.inspect import InspectError, inspect_run
+
+    try:
+        result = inspect_run(
+            args.target,
+            episodes=args.episodes,
+            seed=args.seed,
+            out_dir=args.out,
+            video=args.video,
+            per_head=args.per_head,
+            deterministic=False if args.stochastic else None,
+        )
+    except InspectError as e:
+        raise UsageError(str(e)) from e
+    print(f"{result.checkpoint}: {len(result.files)} files in {result.out_dir}")
+    for path in result.files:
+        print(f"  {path.name}")
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
     from txrl.compare import compare
     from txrl.config import load_compare_config
@@ -177,6 +198,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--json", action="store_true", help="print JSON")
     evaluate.set_defaults(handler=_eval)
+
+    insp = commands.add_parser(
+        "inspect",
+        help="play episodes and draw what the memory does: attention, gates, value (PNG, NPZ, MP4)",
+        description="Play episodes with a run's (or checkpoint's) agent and record, per step, each "
+        "layer's and head's attention over absolute episode steps, the gates' mean activations, "
+        "the value and action probabilities; write an attention map and traces per episode, a "
+        "summary across episodes, the data as .npz and, with --video, an MP4 per episode.",
+    )
+    insp.add_argument("target", metavar="RUN_DIR|CHECKPOINT")
+    insp.add_argument("--episodes", type=_positive_int, default=4, help="default: 4")
+    insp.add_argument("--seed", type=int, help="seed of the env (default: the eval seed)")
+    insp.add_argument(
+        "--out", help="output directory (default: RUN_DIR/inspect, or inspect-NAME by a checkpoint)"
+    )
+    insp.add_argument(
+        "--video", action="store_true", help="also an MP4 per episode (needs rgb_array frames)"
+    )
+    insp.add_argument("--per-head", action="store_true", help="one map panel per head as well")
+    insp.add_argument("--stochastic", action="store_true", help="sample actions instead of greedy")
+    insp.set_defaults(handler=_inspect)
 
     comp = commands.add_parser(
         "compare",

@@ -21,11 +21,16 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+    from txrl.config import TrainConfig
 
 Z_95 = 1.959963984540054  # standard normal quantile of 0.975
 
@@ -167,8 +172,50 @@ __all__ = [
     "evaluate_checkpoint",
     "format_summary",
     "iqm",
+    "load_checkpoint_model",
+    "make_checkpoint_eval_env",
+    "resolve_checkpoint",
     "wilson_interval",
 ]
+
+
+def resolve_checkpoint(target: str | Path) -> Path:
+    """A checkpoint file as given, or a run directory's final (else latest) checkpoint."""
+    from txrl.train import RunError, latest_checkpoint
+
+    path = Path(target)
+    if path.is_dir():
+        checkpoint = latest_checkpoint(path)
+        if checkpoint is None:
+            raise RunError(f"{path} holds no checkpoint yet (looked in {path / 'checkpoints'})")
+        return checkpoint
+    if path.is_file():
+        return path
+    raise RunError(f"{path} is neither a run directory nor a checkpoint file")
+
+
+def load_checkpoint_model(checkpoint: Path, config: TrainConfig) -> BaseAlgorithm:
+    """The trained model of ``checkpoint`` (made with ``config``), on the config's device."""
+    from txrl.train import algo_class
+
+    return algo_class(config.algo).load(checkpoint, device=config.runtime.device)
+
+
+def make_checkpoint_eval_env(
+    checkpoint: Path, config: TrainConfig, *, episodes: int, seed: int | None = None
+) -> VecEnv:
+    """Eval envs of ``config`` (see :func:`txrl.train.make_eval_env`), with the observation
+    normalisation statistics frozen at the checkpoint's values when training used them."""
+    import pickle
+
+    from txrl.train import RESUME_MEMBER, make_eval_env
+
+    env = make_eval_env(config, episodes=episodes, seed=seed)
+    if config.env.normalize_obs:
+        with zipfile.ZipFile(checkpoint) as archive:
+            state = pickle.loads(archive.read(RESUME_MEMBER))
+        env.obs_rms = pickle.loads(state.vec_normalize).obs_rms  # type: ignore[attr-defined]
+    return env
 
 
 def evaluate_checkpoint(
@@ -184,34 +231,13 @@ def evaluate_checkpoint(
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
     eval seeds used during training. Returns :meth:`EvalResult.summary` plus where from.
     """
-    import pickle
+    from txrl.train import read_checkpoint_config
 
-    from txrl.train import (
-        RESUME_MEMBER,
-        RunError,
-        algo_class,
-        latest_checkpoint,
-        make_eval_env,
-        read_checkpoint_config,
-    )
-
-    path = Path(target)
-    if path.is_dir():
-        checkpoint = latest_checkpoint(path)
-        if checkpoint is None:
-            raise RunError(f"{path} holds no checkpoint yet (looked in {path / 'checkpoints'})")
-    elif path.is_file():
-        checkpoint = path
-    else:
-        raise RunError(f"{path} is neither a run directory nor a checkpoint file")
+    checkpoint = resolve_checkpoint(target)
     config = read_checkpoint_config(checkpoint)
     episodes = episodes or config.eval.episodes
-    env = make_eval_env(config, episodes=episodes, seed=seed)
-    if config.env.normalize_obs:
-        with zipfile.ZipFile(checkpoint) as archive:
-            state = pickle.loads(archive.read(RESUME_MEMBER))
-        env.obs_rms = pickle.loads(state.vec_normalize).obs_rms  # type: ignore[attr-defined]
-    model = algo_class(config.algo).load(checkpoint, device=config.runtime.device)
+    env = make_checkpoint_eval_env(checkpoint, config, episodes=episodes, seed=seed)
+    model = load_checkpoint_model(checkpoint, config)
     result = evaluate(
         model,
         env,

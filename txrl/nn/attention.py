@@ -17,11 +17,16 @@ once against the K distances in reversed order (the matrix Q of the reference, "
 and then left-shifted row by row (:func:`rel_shift`), which costs O(T K E) instead of
 building a (T, K, E) tensor of per-pair embeddings. :func:`naive_relative_attention`
 computes every (i, j) pair directly and exists to test the shifted version.
+
+Inspection hook: inside ``with AttentionRecorder() as recorder:``, every call computes its
+softmax weights explicitly (the same scores, not a second implementation) and hands them
+to ``recorder.calls``; outside such a block nothing changes (``txrl inspect`` uses it).
 """
 
 from __future__ import annotations
 
 import math
+from types import TracebackType
 from typing import NamedTuple
 
 import torch
@@ -61,6 +66,47 @@ class AttentionStats(NamedTuple):
 
     entropy: torch.Tensor  # () mean entropy of the attention distribution, in nats
     keys_attended: torch.Tensor  # () mean number of keys a query may attend to
+
+
+class RecordedAttention(NamedTuple):
+    """The weights of one attention call, handed to an :class:`AttentionRecorder`."""
+
+    module: nn.Module  # the RelativeMultiHeadAttention that made the call
+    weights: torch.Tensor  # (B, H, T, K) softmax weights; keys are M memory slots then T steps
+    allowed: torch.Tensor  # (B, T, K) bool, the pairs that may attend (weights are 0 elsewhere)
+
+
+class AttentionRecorder:
+    """Collects the attention weights of every :class:`RelativeMultiHeadAttention` call made
+    while it is active, in call order, detached.
+
+    ``with AttentionRecorder() as recorder: backbone.run(...)``. The weights are computed
+    on the explicit-softmax path (the fused ``scaled_dot_product_attention`` hands none
+    out), so outputs equal those of an unrecorded call up to float rounding. One recorder is
+    active at a time; the hook is for diagnostics, not for training.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[RecordedAttention] = []
+
+    def __enter__(self) -> AttentionRecorder:
+        global _active_recorder
+        if _active_recorder is not None:
+            raise RuntimeError("an AttentionRecorder is already active; nest none inside another")
+        _active_recorder = self
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        global _active_recorder
+        _active_recorder = None
+
+
+_active_recorder: AttentionRecorder | None = None
 
 
 class RelativeMultiHeadAttention(nn.Module):
@@ -148,6 +194,7 @@ class RelativeMultiHeadAttention(nn.Module):
         memory_key = memory_keys.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, M, E)
         memory_value = memory_values.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, M, E)
         stats = None
+        recorder = _active_recorder
         if t == 1 and not with_stats and dropout == 0.0:
             # Acting: attend to memory and self in two parts instead of concatenating an
             # (M+1)-long key tensor, so a step copies nothing of size M.
@@ -158,6 +205,8 @@ class RelativeMultiHeadAttention(nn.Module):
                 ~allowed[:, None], float("-inf")
             )
             weights = scores.softmax(dim=-1)  # (B, H, 1, K)
+            if recorder is not None:
+                recorder.calls.append(RecordedAttention(self, weights.detach(), allowed))
             attended = (
                 weights[..., :m] @ memory_value + weights[..., m:] * new_value
             )  # (B, H, 1, E)
@@ -168,11 +217,14 @@ class RelativeMultiHeadAttention(nn.Module):
             bias = (position_scores * scale).masked_fill(
                 ~allowed[:, None], float("-inf")
             )  # (B, H, T, K)
-            if with_stats:
+            if with_stats or recorder is not None:
                 weights = (torch.einsum("bhte,bhke->bhtk", qu, key) * scale + bias).softmax(dim=-1)
-                logw = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
-                entropy = -(weights * logw).sum(-1).mean()
-                stats = AttentionStats(entropy.detach(), allowed.sum(-1).float().mean())
+                if with_stats:
+                    logw = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
+                    entropy = -(weights * logw).sum(-1).mean()
+                    stats = AttentionStats(entropy.detach(), allowed.sum(-1).float().mean())
+                if recorder is not None:
+                    recorder.calls.append(RecordedAttention(self, weights.detach(), allowed))
                 attended = F.dropout(weights, dropout, self.training) @ value  # (B, H, T, E)
             else:
                 attended = F.scaled_dot_product_attention(
