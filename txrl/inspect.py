@@ -45,8 +45,8 @@ import numpy as np
 import torch
 from stable_baselines3.common.distributions import CategoricalDistribution
 
-from txrl.nn.attention import AttentionRecorder, RelativeMultiHeadAttention
-from txrl.nn.memory import LayerMemoryBackbone
+from txrl.nn.attention import AttentionRecorder
+from txrl.nn.trxl import TransformerXL
 
 VIDEO_FPS = 4  # when the env's metadata names no render_fps
 
@@ -139,37 +139,27 @@ def absolute_row(
 
 
 def attention_layers(backbone: torch.nn.Module) -> dict[int, str] | None:
-    """``id(attention module) -> layer name`` when ``backbone`` attends with Transformer-XL's
-    relative attention over a window of its own steps (the TrXL family), else None.
+    """``id(attention module) -> layer name`` for the TrXL family (gtrxl, trxl_i, trxl), whose
+    layers call Transformer-XL's relative attention once per step over a window of the
+    episode's own steps; None for other backbones.
 
-    Other backbones either have no attention weights (lstm, gru, linear, performer) or
-    attend over keys that are not a plain step window (compressed memories, hashed
-    buckets, adaptive depth), which absolute step indices would misdescribe.
+    The others either have no attention weights (lstm, gru, linear, performer) or attend
+    over keys that are not a plain step window (compressed memories, hashed buckets,
+    adaptive depth), which absolute step indices would misdescribe.
     """
-    if not isinstance(backbone, LayerMemoryBackbone):
+    if not isinstance(backbone, TransformerXL):
         return None
-    names: dict[int, str] = {}
-    for index, block in enumerate(backbone.blocks):
-        attention = getattr(block, "attention", None)
-        if not isinstance(attention, RelativeMultiHeadAttention):
-            return None
-        names[id(attention)] = f"layer{index}"
-    return names
+    return {id(block.attention): f"layer{index}" for index, block in enumerate(backbone.blocks)}
 
 
 def _state_norms(state: tuple) -> dict[str, float]:
-    """Norms of each float field of a one-env recurrent state, per layer when it has layers."""
-    norms: dict[str, float] = {}
-    for name, field in zip(state._fields, state, strict=True):  # type: ignore[attr-defined]
-        if not field.is_floating_point():
-            continue
-        env0 = field[0].float()  # env on axis 0
-        if env0.dim() >= 2:
-            for layer, value in enumerate(env0.flatten(1).norm(dim=1).tolist()):
-                norms[f"state/{name}_norm/layer{layer}"] = value
-        else:
-            norms[f"state/{name}_norm"] = float(env0.norm())
-    return norms
+    """The norm of each float field of a one-env memory state (an LSTM's h and c, a linear
+    attention's running sums, a window's cached inputs)."""
+    return {
+        f"state/{name}_norm": float(field[0].float().norm())  # env on axis 0
+        for name, field in zip(state._fields, state, strict=True)  # type: ignore[attr-defined]
+        if field.is_floating_point()
+    }
 
 
 class _EpisodeBuffer:
@@ -255,8 +245,9 @@ def record_episodes(
     missing: list[str] = []
     if layer_of is None:
         missing.append(
-            f"attention weights: backbone {name!r} has none over a window of its own steps to "
-            "record; recording its recurrent-state norms instead"
+            f"attention weights: not recorded for backbone {name!r}; only the TrXL family "
+            "(gtrxl, trxl_i, trxl) hands them out per step (txrl.nn.attention.AttentionRecorder). "
+            "Recording the norms of its memory state instead"
         )
     discrete = isinstance(policy.action_dist, CategoricalDistribution)
     if not discrete:
@@ -307,8 +298,8 @@ def record_episodes(
             buffer.note_info(env.reset_infos[0] if getattr(env, "reset_infos", None) else {})
     if not done_episodes[0].gate_names:
         missing.append(
-            f"gates: backbone {name!r} reports none (trxl has post-LayerNorm residuals; "
-            "torch's fused LSTM/GRU cells keep their gates inside)"
+            f"gates: backbone {name!r} reports no gate activations (torch's fused LSTM/GRU "
+            "cells keep theirs inside; trxl has plain residuals)"
         )
     return Recording(done_episodes, missing)
 
@@ -342,7 +333,7 @@ def _save_figure(fig: Any, path: Path) -> None:
     from txrl.train import atomic_write
 
     data = io.BytesIO()
-    fig.savefig(data, format="png", dpi=110)
+    fig.savefig(data, format="png", dpi=110, bbox_inches="tight")
     atomic_write(path, data.getvalue())
 
 
@@ -425,14 +416,18 @@ def plot_summary(records: Sequence[EpisodeRecord], path: Path) -> dict[str, Any]
     Returns the numbers drawn (also written next to the picture as JSON).
     """
     Figure = _figure_class()
-    masses = [(r.success, r.cue_mass_at_decision()) for r in records]
-    usable = [(s, m) for s, m in masses if m is not None]
+    masses = [r.cue_mass_at_decision() for r in records]
+    usable = [(r.success, m) for r, m in zip(records, masses, strict=True) if m is not None]
     layers = next((r.layers for r in records if r.attention is not None), [])
     summary: dict[str, Any] = {
         "episodes": len(records),
         "successes": sum(1 for r in records if r.success),
         "layers": layers,
-        "cue_mass_at_decision": [{"success": s, "mass": [float(x) for x in m]} for s, m in usable],
+        "cue_mass_at_decision": [
+            {"episode": i, "success": r.success, "mass": [float(x) for x in m]}
+            for i, (r, m) in enumerate(zip(records, masses, strict=True))
+            if m is not None
+        ],
     }
     fig = Figure(figsize=(max(4.0, 2.2 * max(len(layers), 1) + 1.5), 3.8), layout="constrained")
     ax = fig.subplots()
