@@ -240,7 +240,7 @@ def record_episodes(
         raise InspectError(f"inspect plays one env at a time, got a VecEnv of {env.num_envs}")
     backbone = policy.backbone
     layer_of = attention_layers(backbone)
-    layers = sorted(set(layer_of.values()), key=lambda s: int(s[5:])) if layer_of else []
+    layers = list(layer_of.values()) if layer_of else []  # in layer order
     name = getattr(policy, "backbone_name", type(backbone).__name__)
     missing: list[str] = []
     if layer_of is None:
