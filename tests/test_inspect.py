@@ -31,16 +31,36 @@ TINY: dict[str, Any] = {
     "checkpoint": {"every": 10_000},
 }
 
-NO_RENDER_ID = "txrl_test/TMazeNoRender-v0"
+
+class _BlankTMaze(TMazeEnv):
+    """Claims rgb_array rendering but renders nothing."""
+
+    def render(self) -> None:
+        return None
 
 
 def _tmaze_without_render(length: int = 3) -> gym.Env:
-    """A passive T-maze whose constructor takes no render_mode, as many third-party envs."""
+    """Takes no render_mode, as many third-party envs."""
     return TMazeEnv(length=length, active=False)
 
 
-if NO_RENDER_ID not in gym.registry:
-    gym.register(id=NO_RENDER_ID, entry_point=_tmaze_without_render)
+def _tmaze_text_only(length: int = 3, render_mode: str | None = None) -> gym.Env:
+    """Takes a render_mode but renders text whatever is asked."""
+    return TMazeEnv(length=length, active=False, render_mode="ansi")
+
+
+def _tmaze_blank(length: int = 3, render_mode: str | None = None) -> gym.Env:
+    return _BlankTMaze(length=length, active=False, render_mode=render_mode)
+
+
+NO_RGB_ENVS = {
+    "txrl_test/TMazeNoRender-v0": ("render_mode='rgb_array'", _tmaze_without_render),
+    "txrl_test/TMazeText-v0": ("does not render rgb_array", _tmaze_text_only),
+    "txrl_test/TMazeBlank-v0": ("gave NoneType", _tmaze_blank),
+}
+for _env_id, (_, _entry_point) in NO_RGB_ENVS.items():
+    if _env_id not in gym.registry:
+        gym.register(id=_env_id, entry_point=_entry_point)
 
 
 def _train_tiny(tmp_path: Path, **changes: Any) -> Path:
@@ -192,16 +212,23 @@ def test_cli_writes_maps_traces_summary_data_and_one_video_frame_per_step(
     assert (out / "summary.png").stat().st_size > 0
 
 
-def test_env_without_rgb_array_gets_the_plots_and_a_message(tmp_path: Path) -> None:
-    run_dir = _train_tiny(tmp_path, env={**TINY["env"], "id": NO_RENDER_ID})
+@pytest.mark.parametrize("env_id", list(NO_RGB_ENVS))
+@pytest.mark.filterwarnings(
+    "ignore:.*RGB-array rendering should return"
+)  # the blank env, on purpose
+def test_env_without_rgb_array_gets_the_plots_and_a_message(tmp_path: Path, env_id: str) -> None:
+    run_dir = _train_tiny(tmp_path, env={**TINY["env"], "id": env_id})
     messages: list[str] = []
     result = inspect_run(
-        run_dir, episodes=1, video=True, out_dir=tmp_path / "out", echo=messages.append
+        run_dir, episodes=2, video=True, out_dir=tmp_path / "out", echo=messages.append
     )
     names = {p.name for p in result.files}
-    assert {"episode_0_attention.png", "episode_0_traces.png", "episode_0.npz"} <= names
+    for index in range(2):
+        assert {f"episode_{index}_attention.png", f"episode_{index}_traces.png"} <= names
+        assert (tmp_path / "out" / f"episode_{index}.npz").exists()
     assert not list((tmp_path / "out").glob("*.mp4"))
-    assert any("render_mode='rgb_array'" in m and "plots and data only" in m for m in messages)
+    reason = NO_RGB_ENVS[env_id][0]
+    assert any(reason in m and "plots and data only" in m for m in messages), messages
 
 
 def test_recurrent_backbone_records_state_norms_and_says_what_is_missing(tmp_path: Path) -> None:

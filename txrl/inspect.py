@@ -216,10 +216,11 @@ class _EpisodeBuffer:
 
 @dataclasses.dataclass
 class Recording:
-    """The episodes played and what could not be recorded, in words."""
+    """The episodes played, whether they hold video frames, and what could not be recorded."""
 
     episodes: list[EpisodeRecord]
     missing: list[str]
+    frames: bool
 
 
 def record_episodes(
@@ -265,7 +266,18 @@ def record_episodes(
     done_episodes: list[EpisodeRecord] = []
     while len(done_episodes) < episodes:
         if frames:
-            buffer.frames.append(np.asarray(env.get_images()[0]))
+            image = env.get_images()[0]
+            if not (isinstance(image, np.ndarray) and image.ndim == 3 and image.shape[2] == 3):
+                missing.append(
+                    f"video: the env's render() gave {type(image).__name__}, not an "
+                    "(height, width, 3) rgb_array frame; writing the plots and data only"
+                )
+                frames = False
+                buffer.frames.clear()
+                for record in done_episodes:
+                    record.frames.clear()
+            else:
+                buffer.frames.append(image)
         obs_tensor, _ = policy.obs_to_tensor(obs)
         with torch.no_grad(), AttentionRecorder() as recorder:
             # The policy's own forward pass, asking the backbone for its diagnostics; the
@@ -301,7 +313,7 @@ def record_episodes(
             f"gates: backbone {name!r} reports no gate activations (torch's fused LSTM/GRU "
             "cells keep theirs inside; trxl has plain residuals)"
         )
-    return Recording(done_episodes, missing)
+    return Recording(done_episodes, missing, frames)
 
 
 def _layer_weights(
@@ -630,7 +642,7 @@ def inspect_run(
             plot_attention_map(record, files[-1], per_head=per_head)
         files.append(out / f"episode_{index}_traces.png")
         plot_traces(record, files[-1])
-        if frames:
+        if recording.frames:
             files.append(out / f"episode_{index}.mp4")
             write_video(record, files[-1], fps=fps)
     files.append(out / "summary.png")
