@@ -1,0 +1,89 @@
+"""txrl.stats: rliable's interval estimates under txrl's conventions, and Kendall's τ."""
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from txrl import stats
+
+PARISOTTO = {"gru": 117.6, "output": 112.8, "trxl_i": 107.0, "input": 51.2, "trxl": 5.0}
+
+
+def _scores(offsets: dict[str, float], runs: int = 6, tasks: int = 2, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return {name: off + 0.1 * rng.random((runs, tasks)) for name, off in offsets.items()}
+
+
+def test_iqm_point_is_the_trimmed_mean_of_all_runs_and_tasks():
+    scores = _scores({"a": 0.0, "b": 1.0}, runs=8)
+    est = stats.interval_estimates(scores, reps=100)
+    for name, matrix in scores.items():
+        assert est[name].value == pytest.approx(scipy_stats.trim_mean(matrix.ravel(), 0.25))
+        assert est[name].low <= est[name].value <= est[name].high
+
+
+def test_separated_variants_get_disjoint_intervals_and_the_seed_reproduces_them():
+    scores = _scores({"good": 1.0, "bad": 0.0})
+    est = stats.interval_estimates(scores, reps=300, seed=3)
+    assert est["good"].low > est["bad"].high
+    assert stats.interval_estimates(scores, reps=300, seed=3) == est
+
+
+def test_single_run_interval_collapses_to_the_point():
+    est = stats.interval_estimates({"a": [0.7]}, metric="mean", reps=20)
+    assert est["a"] == stats.Interval(0.7, 0.7, 0.7)
+
+
+def test_probability_of_improvement_is_one_when_separated_and_half_when_equal():
+    scores = _scores({"x": 1.0, "y": 0.0})
+    scores["z"] = scores["x"].copy()
+    poi = stats.probability_of_improvement(scores, [("x", "y"), ("y", "x"), ("x", "z")], reps=200)
+    assert poi[("x", "y")].value == pytest.approx(1.0)
+    assert poi[("y", "x")].value == pytest.approx(0.0)
+    assert poi[("x", "z")].value == pytest.approx(0.5)
+
+
+def test_kendall_tau_is_one_for_the_reference_order_and_minus_one_reversed():
+    order = {name: -rank for rank, name in enumerate(PARISOTTO)}  # same order as the table
+    same = stats.kendall_tau(_scores(order), PARISOTTO, reps=200)
+    assert same.value == pytest.approx(1.0)
+    assert same.low <= 1.0 and same.high == pytest.approx(1.0)
+    reversed_ = stats.kendall_tau(_scores({k: -v for k, v in order.items()}), PARISOTTO, reps=200)
+    assert reversed_.value == pytest.approx(-1.0)
+
+
+def test_kendall_tau_interval_widens_when_variants_overlap():
+    close = {name: -0.01 * rank for rank, name in enumerate(PARISOTTO)}
+    tau = stats.kendall_tau(_scores(close, runs=5), PARISOTTO, reps=300)
+    assert tau.high - tau.low > 0.2
+
+
+def test_performance_profile_is_one_below_every_score_and_zero_above():
+    scores = _scores({"a": 0.5})
+    _, profiles, bands = stats.performance_profiles(scores, [0.0, 0.55, 1.0], reps=50)
+    assert profiles["a"][0] == 1.0 and profiles["a"][-1] == 0.0
+    assert bands["a"].shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("scores", "match"),
+    [
+        ({}, "at least one variant"),
+        ({"a": np.zeros((2, 2, 2))}, r"expected \(runs, tasks\)"),
+        ({"a": [np.nan, 1.0]}, "NaN or inf"),
+        ({"a": np.zeros((3, 2)), "b": np.zeros((3, 1))}, "same tasks"),
+    ],
+)
+def test_bad_score_tables_are_named(scores, match):
+    with pytest.raises(ValueError, match=match):
+        stats.interval_estimates(scores, reps=10)
+
+
+def test_bad_metric_pairs_and_too_few_shared_variants_are_named():
+    scores = _scores({"gru": 1.0, "trxl": 0.0})
+    with pytest.raises(ValueError, match="valid: iqm, mean, median"):
+        stats.interval_estimates(scores, metric="best", reps=10)
+    with pytest.raises(ValueError, match="unknown variants"):
+        stats.probability_of_improvement(scores, [("gru", "lstm")], reps=10)
+    with pytest.raises(ValueError, match="at least 3 variants"):
+        stats.kendall_tau(scores, PARISOTTO, reps=10)
