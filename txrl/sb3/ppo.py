@@ -26,7 +26,9 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
     >>> model.learn(10_000)
 
     Parameters are SB3 PPO's, plus ``segment_length`` (steps per training sequence) and
-    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`). Policies: ``Mlp|Cnn|MultiInput``
+    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`). One difference: with
+    ``clip_range_vf`` set, the value loss is max(unclipped, clipped) squared error (OpenAI
+    baselines' form, see :func:`txrl.rl.ppo_loss.ppo_loss`), not SB3's clipped-only error. Policies: ``Mlp|Cnn|MultiInput``
     + ``GTrXL|TrXLI|TrXL|Lstm|Gru|Memory`` + ``Policy``; the ``*MemoryPolicy`` ones take
     ``policy_kwargs=dict(backbone=<name>)`` for any registered backbone.
     """
