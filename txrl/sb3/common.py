@@ -227,17 +227,18 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 actions = actions.reshape(-1, 1)
 
             # Truncated episodes bootstrap from the value of the final observation, computed
-            # with that env's memory (the final observation continues the same episode).
+            # with that env's memory (the final observation continues the same episode) by
+            # the acting network in eval mode, whose keys and values that memory caches.
             for idx, done in enumerate(dones):
                 if (
                     done
                     and infos[idx].get("terminal_observation") is not None
                     and infos[idx].get("TimeLimit.truncated", False)
                 ):
-                    terminal_obs = self.policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
+                    terminal_obs = policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
                     no_start = torch.zeros(1, dtype=torch.bool, device=self.device)
                     with torch.no_grad():
-                        terminal_value = self.policy.value_of(
+                        terminal_value = policy.value_of(
                             terminal_obs, index_state(memory, slice(idx, idx + 1)), no_start
                         )
                     rewards[idx] += self.gamma * terminal_value.item()

@@ -1,0 +1,102 @@
+"""The rollout's bootstrap at truncations, and what it does with data it cannot use."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from txrl import VMPO, MemoryPPO
+
+TINY = {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 4, "net_arch": [16]}
+
+
+class _CountingEnv(gym.Env):
+    """Observation [t], reward 0; truncated (never terminated) after ``horizon`` steps."""
+
+    observation_space = spaces.Box(-np.inf, np.inf, (1,), dtype=np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, horizon: int = 3) -> None:
+        self.horizon = horizon
+        self._t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self._t += 1
+        obs = np.array([float(self._t)], dtype=np.float32)
+        return obs, 0.0, False, self._t >= self.horizon, {}
+
+
+def _constant_value(policy, value: float) -> None:
+    """Make the value head output ``value`` whatever its input."""
+    with torch.no_grad():
+        policy.value_net.weight.zero_()
+        policy.value_net.bias.fill_(value)
+
+
+def _first_rollout(model) -> None:
+    _, callback = model._setup_learn(model.n_steps * model.n_envs)
+    assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
+
+
+def test_truncation_bootstrap_uses_the_acting_network_in_eval_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a target network acting, the final observation of a truncated episode is valued
+    by that network (whose memory the rollout carries), not by the one being trained."""
+    model = VMPO(
+        "MlpGTrXLPolicy",
+        DummyVecEnv([_CountingEnv] * 2),
+        n_steps=9,
+        batch_size=9,
+        segment_length=9,
+        target_update_period=1000,
+        popart=False,
+        gamma=0.9,
+        policy_kwargs=TINY,
+        seed=0,
+    )
+    assert model.target_policy is not None
+    _constant_value(model.target_policy, 2.0)
+    _constant_value(model.policy, 50.0)
+    model.policy.set_training_mode(True)  # as train() leaves it
+    target = model.target_policy
+    modes: list[bool] = []  # the target's training flag at each value_of call
+    value_of = target.value_of
+
+    def recording_value_of(*args, **kwargs):
+        modes.append(target.training)
+        return value_of(*args, **kwargs)
+
+    monkeypatch.setattr(target, "value_of", recording_value_of)
+    _first_rollout(model)
+    assert len(modes) > 1 and not any(modes)  # truncations and the rollout's end, in eval mode
+    step = np.arange(9)[:, None]  # (N, 1): every third step ends an episode by truncation
+    expected = np.where(step % 3 == 2, 0.9 * 2.0, 0.0) * np.ones((1, 2))
+    np.testing.assert_allclose(model.rollout_buffer.rewards, expected, rtol=1e-6)
+
+
+def test_truncation_bootstrap_without_a_target_network() -> None:
+    model = MemoryPPO(
+        "MlpGTrXLPolicy",
+        DummyVecEnv([_CountingEnv] * 2),
+        n_steps=9,
+        batch_size=18,
+        segment_length=9,
+        gamma=0.9,
+        policy_kwargs=TINY,
+        seed=0,
+    )
+    _constant_value(model.policy, 3.0)
+    _first_rollout(model)
+    step = np.arange(9)[:, None]
+    expected = np.where(step % 3 == 2, 0.9 * 3.0, 0.0) * np.ones((1, 2))
+    np.testing.assert_allclose(model.rollout_buffer.rewards, expected, rtol=1e-6)
