@@ -42,6 +42,21 @@ def _constant_value(policy, value: float) -> None:
         policy.value_net.bias.fill_(value)
 
 
+def _counting_model(algo, **kwargs):
+    """``algo`` on two counting envs, one rollout of 9 steps per env, gamma 0.9."""
+    return algo(
+        "MlpGTrXLPolicy",
+        DummyVecEnv([_CountingEnv] * 2),
+        n_steps=9,
+        batch_size=18,
+        segment_length=9,
+        gamma=0.9,
+        policy_kwargs=TINY,
+        seed=0,
+        **kwargs,
+    )
+
+
 def _first_rollout(model) -> None:
     _, callback = model._setup_learn(model.n_steps * model.n_envs)
     assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
@@ -52,18 +67,7 @@ def test_truncation_bootstrap_uses_the_acting_network_in_eval_mode(
 ) -> None:
     """With a target network acting, the final observation of a truncated episode is valued
     by that network (whose memory the rollout carries), not by the one being trained."""
-    model = VMPO(
-        "MlpGTrXLPolicy",
-        DummyVecEnv([_CountingEnv] * 2),
-        n_steps=9,
-        batch_size=9,
-        segment_length=9,
-        target_update_period=1000,
-        popart=False,
-        gamma=0.9,
-        policy_kwargs=TINY,
-        seed=0,
-    )
+    model = _counting_model(VMPO, target_update_period=1000, popart=False)
     assert model.target_policy is not None
     _constant_value(model.target_policy, 2.0)
     _constant_value(model.policy, 50.0)
@@ -85,16 +89,7 @@ def test_truncation_bootstrap_uses_the_acting_network_in_eval_mode(
 
 
 def test_truncation_bootstrap_without_a_target_network() -> None:
-    model = MemoryPPO(
-        "MlpGTrXLPolicy",
-        DummyVecEnv([_CountingEnv] * 2),
-        n_steps=9,
-        batch_size=18,
-        segment_length=9,
-        gamma=0.9,
-        policy_kwargs=TINY,
-        seed=0,
-    )
+    model = _counting_model(MemoryPPO)
     _constant_value(model.policy, 3.0)
     _first_rollout(model)
     step = np.arange(9)[:, None]
