@@ -559,3 +559,18 @@ def test_popart_scale_is_bounded_below():
     head = PopArt(2, step_size=1.0, scale_lower=1e-2)
     head.update(torch.full((8, 1), 3.0))  # zero variance
     assert head.sigma.item() == pytest.approx(1e-2)
+
+
+def test_popart_update_of_k_steps_equals_k_updates():
+    torch.manual_seed(0)
+    once, stepwise = PopArt(3, step_size=0.05), PopArt(3, step_size=0.05)
+    stepwise.load_state_dict(once.state_dict())
+    targets = 10.0 * torch.randn(16, 1) + 4.0
+    x = torch.randn(5, 3)
+    once.update(targets, steps=7)
+    for _ in range(7):
+        stepwise.update(targets)
+    assert close(once.mu, stepwise.mu, F64_REL) and close(once.nu, stepwise.nu, F64_REL)
+    assert close(once.unnormalize(once(x)), stepwise.unnormalize(stepwise(x)), F64_REL)
+    with pytest.raises(ValueError, match="steps must be a positive int"):
+        once.update(targets, steps=0)
