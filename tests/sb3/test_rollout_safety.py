@@ -44,17 +44,9 @@ def _constant_value(policy, value: float) -> None:
 
 def _counting_model(algo, **kwargs):
     """``algo`` on two counting envs, one rollout of 9 steps per env, gamma 0.9."""
-    return algo(
-        "MlpGTrXLPolicy",
-        DummyVecEnv([_CountingEnv] * 2),
-        n_steps=9,
-        batch_size=18,
-        segment_length=9,
-        gamma=0.9,
-        policy_kwargs=TINY,
-        seed=0,
-        **kwargs,
-    )
+    settings = {"n_steps": 9, "batch_size": 18, "segment_length": 9, "gamma": 0.9, "seed": 0}
+    env = DummyVecEnv([_CountingEnv] * 2)
+    return algo("MlpGTrXLPolicy", env, policy_kwargs=TINY, **settings, **kwargs)
 
 
 def _first_rollout(model) -> None:

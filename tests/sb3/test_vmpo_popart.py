@@ -14,25 +14,17 @@ from txrl.rl.vmpo_loss import PopArtValueHead
 from ..numeric import F32_REL, close
 from .test_vmpo import TINY, small_env
 
+# 2 envs x 16 steps = 4 segments of 8, one per minibatch, 2 epochs: 8 learner steps a rollout
+SETTINGS = {"n_steps": 16, "batch_size": 8, "segment_length": 8, "n_epochs": 2}
 
-def popart_model(**kwargs) -> VMPO:
-    model = VMPO(
-        "MlpGTrXLPolicy",
-        small_env(),
-        n_steps=16,
-        batch_size=8,
-        segment_length=8,
-        n_epochs=2,
-        policy_kwargs=TINY,
-        seed=0,
-        **kwargs,
-    )
+
+def popart_model() -> VMPO:
+    model = VMPO("MlpGTrXLPolicy", small_env(), policy_kwargs=TINY, seed=0, **SETTINGS)
     model.set_logger(Logger(folder=None, output_formats=[]))  # _train_context records stats
     return model
 
 
 def test_learner_steps_per_rollout_counts_every_minibatch_update() -> None:
-    # 2 envs x 16 steps = 4 segments of 8; one segment per minibatch; 2 epochs
     assert popart_model()._learner_steps_per_rollout() == 8
 
 
