@@ -87,3 +87,93 @@ def test_truncation_bootstrap_without_a_target_network() -> None:
     step = np.arange(9)[:, None]
     expected = np.where(step % 3 == 2, 0.9 * 3.0, 0.0) * np.ones((1, 2))
     np.testing.assert_allclose(model.rollout_buffer.rewards, expected, rtol=1e-6)
+
+
+class _BrokenEnv(_CountingEnv):
+    """A counting env whose step ``at`` emits ``value`` in the observation or the reward."""
+
+    def __init__(self, field: str, value: float, at: int = 4) -> None:
+        super().__init__(horizon=100)
+        self.field, self.value, self.at = field, value, at
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self._t == self.at:
+            if self.field == "observation":
+                obs = np.array([self.value], dtype=np.float32)
+            else:
+                reward = self.value
+        return obs, reward, terminated, truncated, info
+
+
+def _env_with_one_broken(field: str, value: float) -> DummyVecEnv:
+    """Three envs; env 1 breaks at its 4th step (rollout step 3)."""
+    return DummyVecEnv(
+        [_CountingEnv, lambda: _BrokenEnv(field, value), lambda: _CountingEnv(horizon=100)]
+    )
+
+
+@pytest.mark.parametrize("algo", [MemoryPPO, VMPO])
+@pytest.mark.parametrize("field", ["observation", "reward"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_env_data_is_named_with_env_and_step(algo, field: str, value: float) -> None:
+    model = algo(
+        "MlpGTrXLPolicy",
+        _env_with_one_broken(field, value),
+        n_steps=8,
+        batch_size=8,
+        segment_length=8,
+        policy_kwargs=TINY,
+        seed=0,
+    )
+    with pytest.raises(ValueError, match=rf"non-finite {field}.* env 1 at rollout step 3"):
+        model.learn(24)
+
+
+def test_non_finite_check_can_warn_or_be_switched_off() -> None:
+    def model(check_finite: str) -> MemoryPPO:
+        env = _env_with_one_broken("reward", float("nan"))
+        return MemoryPPO(
+            "MlpGTrXLPolicy",
+            env,
+            n_steps=8,
+            batch_size=8,
+            segment_length=8,
+            policy_kwargs=TINY,
+            seed=0,
+            check_finite=check_finite,
+        )
+
+    warned = model("warn")
+    callback = warned._setup_learn(24)[1]
+    with pytest.warns(RuntimeWarning, match="non-finite reward .* env 1 at rollout step 3"):
+        warned.collect_rollouts(warned.env, callback, warned.rollout_buffer, warned.n_steps)
+    assert np.isnan(warned.rollout_buffer.rewards[3, 1])  # kept, as asked
+    silent = model("off")
+    callback = silent._setup_learn(24)[1]
+    silent.collect_rollouts(silent.env, callback, silent.rollout_buffer, silent.n_steps)
+    with pytest.raises(ValueError, match="check_finite must be one of 'raise', 'warn', 'off'"):
+        model("sometimes")
+
+
+@pytest.mark.parametrize("algo", [MemoryPPO, VMPO])
+def test_a_non_finite_loss_stops_training_before_the_weights_change(algo) -> None:
+    """Finite but huge rewards overflow the squared value error in float32."""
+    env = DummyVecEnv([lambda: _BrokenEnv("reward", 1e30, at=1)] * 2)
+    # PopArt rescales the value head before training; without it nothing changes the weights
+    extra = {"popart": False} if algo is VMPO else {}
+    model = algo(
+        "MlpGTrXLPolicy",
+        env,
+        n_steps=8,
+        batch_size=8,
+        segment_length=8,
+        policy_kwargs=TINY,
+        seed=0,
+        **extra,
+    )
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    with pytest.raises(FloatingPointError, match="non-finite training update after 0 epochs"):
+        model.learn(16)
+    after = model.policy.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)

@@ -10,8 +10,9 @@ Legend: S steps per segment, G segments per minibatch, X = S * G transitions, B 
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -36,6 +37,8 @@ SUPPORTED_OBSERVATION_SPACES = (
     spaces.Dict,
 )
 SUPPORTED_ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+CHECK_FINITE_MODES = ("raise", "warn", "off")
+CheckFinite = Literal["raise", "warn", "off"]
 
 
 class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
@@ -45,6 +48,12 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         must be multiples of it. A minibatch holds ``batch_size // segment_length`` segments.
     :param aux_loss_coef: coefficient per named auxiliary loss a backbone reports
         (e.g. ``{"span_l1": 1e-3}``); names not listed get coefficient 1.
+    :param check_finite: what a NaN or infinite observation or reward from an env does:
+        ``"raise"`` (default) stops with an error naming the env, the field and the rollout
+        step; ``"warn"`` warns the same and keeps the data (SB3's ``VecCheckNan`` with
+        ``raise_exception=False``); ``"off"`` skips the check (one ``np.isfinite`` per step
+        on the batch). Independently, a loss or gradient that turns non-finite always stops
+        training before the optimizer step, so the weights stay those of the last good step.
     """
 
     policy: MemoryActorCriticPolicy
@@ -67,6 +76,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         vf_coef: float,
         max_grad_norm: float,
         aux_loss_coef: dict[str, float] | None,
+        check_finite: CheckFinite,
         stats_window_size: int,
         tensorboard_log: str | None,
         policy_kwargs: dict[str, Any] | None,
@@ -99,6 +109,11 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         self.n_epochs = int(n_epochs)
         self.segment_length = int(segment_length)
         self.aux_loss_coef = dict(aux_loss_coef or {})
+        if check_finite not in CHECK_FINITE_MODES:
+            raise ValueError(
+                f"check_finite must be one of {', '.join(map(repr, CHECK_FINITE_MODES))}, got {check_finite!r}"
+            )
+        self.check_finite = check_finite
         self._memory: Any = None
         self._shuffle_rng = np.random.default_rng(seed)
         super().__init__(
@@ -217,6 +232,8 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
 
             new_obs, rewards, dones, infos = env.step(clipped_actions)
+            if self.check_finite != "off":
+                _check_finite_step(self.check_finite, new_obs, rewards, n_steps, self.num_timesteps)
             self.num_timesteps += env.num_envs
             callback.update_locals(locals())
             if not callback.on_step():
@@ -334,7 +351,10 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                     break
                 self.policy.optimizer.zero_grad()
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                grad_norm = torch.nn.utils.clip_grad_norm_(
+                    self.policy.parameters(), self.max_grad_norm
+                )
+                _check_finite_update(loss, grad_norm, stats, self._n_updates)
                 self.policy.optimizer.step()
                 self._after_gradient_step()
                 logged["train/loss"].append(float(loss.detach()))
@@ -352,6 +372,50 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         self.logger.record(
             "train/memory_bytes_per_transition", buffer.trace_nbytes_per_transition()
         )
+
+
+def _check_finite_step(
+    mode: CheckFinite, obs: Any, rewards: np.ndarray, step: int, num_timesteps: int
+) -> None:
+    """Raise or warn (``mode``) if an env emitted a NaN or infinite observation or reward.
+
+    One vectorised ``np.isfinite`` per floating array of the batch; integer observations
+    (images, discrete) cannot be non-finite and are skipped.
+    """
+    arrays = obs.items() if isinstance(obs, dict) else [("", obs)]
+    fields = [(f"observation{f' {key!r}' if key else ''}", np.asarray(a)) for key, a in arrays]
+    fields.append(("reward", np.asarray(rewards)))
+    for name, array in fields:
+        if not np.issubdtype(array.dtype, np.floating) or np.isfinite(array).all():
+            continue
+        per_env = np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1)  # (B,)
+        envs = ", ".join(str(i) for i in np.flatnonzero(~per_env))
+        message = (
+            f"non-finite {name} (NaN or inf) from env {envs} at rollout step {step} "
+            f"(after {num_timesteps} timesteps in all); check the env, or pass "
+            "check_finite='warn' or 'off' to the algorithm to train on regardless"
+        )
+        if mode == "raise":
+            raise ValueError(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _check_finite_update(
+    loss: torch.Tensor,
+    grad_norm: torch.Tensor,
+    stats: dict[str, torch.Tensor],
+    n_updates: int,
+) -> None:
+    """Stop before the optimizer step when the loss or the gradient is NaN or infinite."""
+    if torch.isfinite(loss) and torch.isfinite(grad_norm):
+        return
+    terms = ", ".join(f"{k}={float(v):.4g}" for k, v in stats.items())
+    raise FloatingPointError(
+        f"non-finite training update after {n_updates} epochs of training: loss={float(loss.detach()):.4g}, "
+        f"gradient norm={float(grad_norm):.4g} ({terms}). The step was not applied: the "
+        "weights are those of the last good update. Common causes: extreme rewards or "
+        "observations (normalise them, e.g. with SB3's VecNormalize) or a learning rate too large"
+    )
 
 
 def _check_policy_kwargs(

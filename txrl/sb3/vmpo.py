@@ -38,7 +38,7 @@ from txrl.rl.vmpo_loss import (
     VMPOMultipliers,
     vmpo_loss,
 )
-from txrl.sb3.common import MemoryOnPolicyAlgorithm
+from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm
 from txrl.sb3.policies import MemoryActorCriticPolicy
 
 
@@ -87,6 +87,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
         popart: bool = VMPOConfig.popart,
         max_grad_norm: float = 40.0,
         aux_loss_coef: dict[str, float] | None = None,
+        check_finite: CheckFinite = "raise",
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -130,6 +131,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
             vf_coef=value_loss_coef,
             max_grad_norm=max_grad_norm,
             aux_loss_coef=aux_loss_coef,
+            check_finite=check_finite,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,
