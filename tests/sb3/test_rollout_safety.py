@@ -42,11 +42,15 @@ def _constant_value(policy, value: float) -> None:
         policy.value_net.bias.fill_(value)
 
 
+def _model(algo, env: DummyVecEnv, n_steps: int, **kwargs):
+    """``algo`` with a tiny GTrXL, one segment of ``n_steps`` per env and minibatch."""
+    settings = {"n_steps": n_steps, "batch_size": n_steps, "segment_length": n_steps, "seed": 0}
+    return algo("MlpGTrXLPolicy", env, policy_kwargs=TINY, **settings, **kwargs)
+
+
 def _counting_model(algo, **kwargs):
     """``algo`` on two counting envs, one rollout of 9 steps per env, gamma 0.9."""
-    settings = {"n_steps": 9, "batch_size": 18, "segment_length": 9, "gamma": 0.9, "seed": 0}
-    env = DummyVecEnv([_CountingEnv] * 2)
-    return algo("MlpGTrXLPolicy", env, policy_kwargs=TINY, **settings, **kwargs)
+    return _model(algo, DummyVecEnv([_CountingEnv] * 2), 9, gamma=0.9, **kwargs)
 
 
 def _first_rollout(model) -> None:
@@ -117,15 +121,7 @@ def _env_with_one_broken(field: str, value: float) -> DummyVecEnv:
 @pytest.mark.parametrize("field", ["observation", "reward"])
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
 def test_non_finite_env_data_is_named_with_env_and_step(algo, field: str, value: float) -> None:
-    model = algo(
-        "MlpGTrXLPolicy",
-        _env_with_one_broken(field, value),
-        n_steps=8,
-        batch_size=8,
-        segment_length=8,
-        policy_kwargs=TINY,
-        seed=0,
-    )
+    model = _model(algo, _env_with_one_broken(field, value), 8)
     with pytest.raises(ValueError, match=rf"non-finite {field}.* env 1 at rollout step 3"):
         model.learn(24)
 
@@ -133,16 +129,7 @@ def test_non_finite_env_data_is_named_with_env_and_step(algo, field: str, value:
 def test_non_finite_check_can_warn_or_be_switched_off() -> None:
     def model(check_finite: str) -> MemoryPPO:
         env = _env_with_one_broken("reward", float("nan"))
-        return MemoryPPO(
-            "MlpGTrXLPolicy",
-            env,
-            n_steps=8,
-            batch_size=8,
-            segment_length=8,
-            policy_kwargs=TINY,
-            seed=0,
-            check_finite=check_finite,
-        )
+        return _model(MemoryPPO, env, 8, check_finite=check_finite)
 
     warned = model("warn")
     callback = warned._setup_learn(24)[1]
@@ -162,16 +149,7 @@ def test_a_non_finite_loss_stops_training_before_the_weights_change(algo) -> Non
     env = DummyVecEnv([lambda: _BrokenEnv("reward", 1e30, at=1)] * 2)
     # PopArt rescales the value head before training; without it nothing changes the weights
     extra = {"popart": False} if algo is VMPO else {}
-    model = algo(
-        "MlpGTrXLPolicy",
-        env,
-        n_steps=8,
-        batch_size=8,
-        segment_length=8,
-        policy_kwargs=TINY,
-        seed=0,
-        **extra,
-    )
+    model = _model(algo, env, 8, **extra)
     before = {k: v.clone() for k, v in model.policy.state_dict().items()}
     with pytest.raises(FloatingPointError, match="non-finite training update after 0 epochs"):
         model.learn(16)
