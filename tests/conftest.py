@@ -14,6 +14,10 @@ test depends on one lucky seed or one summation order:
   tensor ops of acting far slower.
 
 For example, ``TXRL_TEST_SEED=7 TXRL_TEST_THREADS=2 python -m pytest -n 2 -q``.
+
+The suite writes only under pytest's temporary folders: ``SB3_LOGDIR`` points there, so an
+SB3 algorithm of SB3's own (the memoryless baseline) cannot leave ``SB3-<date>`` folders in
+the system temp dir (txrl's learners create none; ``tests/sb3/test_rollout_safety.py``).
 """
 
 from __future__ import annotations
@@ -62,6 +66,13 @@ def _base_seed(config: pytest.Config) -> int:
 def per_test_seed(base: int, nodeid: str) -> int:
     """The global seed of test ``nodeid`` under base seed ``base`` (stable across processes)."""
     return zlib.crc32(f"{base}:{nodeid}".encode()) % 2**31
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sb3_log_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3-logs")))
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -155,3 +157,18 @@ def test_a_non_finite_loss_stops_training_before_the_weights_change(algo) -> Non
         model.learn(16)
     after = model.policy.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("verbose", [0, 1])
+def test_learn_without_tensorboard_creates_no_folder(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, verbose: int
+) -> None:
+    """SB3's default logger makes an empty ``SB3-<date>`` folder in the temp dir for every
+    ``learn`` without ``tensorboard_log``; txrl's learners log to stdout (or nowhere) without one."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    model = _counting_model(MemoryPPO, verbose=verbose)
+    model.learn(18)
+    model.learn(18, reset_num_timesteps=False)
+    assert not list(tmp_path.glob("SB3-*"))
+    assert model.logger.dir is None

@@ -10,6 +10,7 @@ Legend: S steps per segment, G segments per minibatch, X = S * G transitions, B 
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections import defaultdict
 from typing import Any, ClassVar, Literal, TypeVar
@@ -17,6 +18,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.logger import HumanOutputFormat, Logger
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
@@ -168,6 +170,32 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
             reset_num_timesteps=reset_num_timesteps,
             progress_bar=progress_bar,
         )
+
+    def _setup_learn(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        reset_num_timesteps: bool = True,
+        tb_log_name: str = "run",
+        progress_bar: bool = False,
+    ) -> tuple[int, Any]:
+        """SB3's ``_setup_learn``, with a logger that needs no folder when nothing is written.
+
+        Without ``tensorboard_log`` SB3 logs to stdout or nowhere, yet creates an empty
+        ``SB3-<date>`` folder in the temp dir on every ``learn``; here the same outputs come
+        from a folderless logger instead (a logger set with ``set_logger`` is kept as is).
+        """
+        folderless = not self._custom_logger and self.tensorboard_log is None
+        if folderless:
+            self._logger = _folderless_logger(self.verbose)
+            self._custom_logger = True  # SB3 keeps a custom logger rather than configure one
+        try:
+            return super()._setup_learn(
+                total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
+            )
+        finally:
+            if folderless:
+                self._custom_logger = False
 
     # ------------------------------------------------------------------ memory
 
@@ -372,6 +400,14 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         self.logger.record(
             "train/memory_bytes_per_transition", buffer.trace_nbytes_per_transition()
         )
+
+
+def _folderless_logger(verbose: int) -> Logger:
+    """What SB3's ``configure_logger`` gives without TensorBoard (stdout when ``verbose >= 1``,
+    no output otherwise), without the folder it would create for files never written."""
+    return Logger(
+        folder=None, output_formats=[HumanOutputFormat(sys.stdout)] if verbose >= 1 else []
+    )
 
 
 def _check_finite_step(
