@@ -172,3 +172,26 @@ def test_learn_without_tensorboard_creates_no_folder(
     model.learn(18, reset_num_timesteps=False)
     assert not list(tmp_path.glob("SB3-*"))
     assert model.logger.dir is None
+
+
+class _SpaceEnv(gym.Env):
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, observation_space: spaces.Space) -> None:
+        self.observation_space = observation_space
+
+
+@pytest.mark.parametrize("algo", [MemoryPPO, VMPO])
+@pytest.mark.parametrize(
+    ("space", "name"),
+    [
+        (spaces.Graph(spaces.Box(-1, 1, (3,)), spaces.Discrete(2)), "Graph"),
+        (spaces.Text(8), "Text"),
+        (spaces.Sequence(spaces.Discrete(3)), "Sequence"),
+    ],
+)
+def test_unsupported_observation_space_is_named_before_sb3_wraps_the_env(
+    algo, space: spaces.Space, name: str
+) -> None:
+    with pytest.raises(ValueError, match=rf"unsupported observation space {name}.*valid: Box"):
+        algo("MlpGTrXLPolicy", _SpaceEnv(space))

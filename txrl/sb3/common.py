@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.base_class import maybe_make_env
 from stable_baselines3.common.logger import HumanOutputFormat, Logger
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
@@ -88,6 +89,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         _init_setup_model: bool,
     ) -> None:
         _check_policy_kwargs(policy, self.policy_aliases, policy_kwargs)
+        env = _env_with_checked_observations(env, verbose)
         for name, value in (
             ("n_steps", n_steps),
             ("batch_size", batch_size),
@@ -473,6 +475,16 @@ def _check_policy_kwargs(
         raise ValueError(
             f"unknown policy_kwargs {', '.join(map(repr, unknown))}; valid keys: {', '.join(valid)}"
         )
+
+
+def _env_with_checked_observations(env: GymEnv | str | None, verbose: int) -> GymEnv | str | None:
+    """The env (made from its id, as SB3 would), its observation space checked first: SB3
+    wraps it in a DummyVecEnv, which fails without a useful message on some spaces."""
+    if env is None:
+        return None
+    env = maybe_make_env(env, verbose)
+    _check_observation_space(env.observation_space)
+    return env
 
 
 def _check_observation_space(space: spaces.Space) -> None:
