@@ -8,15 +8,11 @@ import torch
 from txrl.nn import GATE_NAMES, backbone_names, make_backbone
 from txrl.nn.state import index_state
 
+from ..numeric import F64_REL, close
 from .conftest import SMALL, small_backbone
 
 TRXL_FAMILY = ["gtrxl", "trxl_i", "trxl"]
-CORE = {*TRXL_FAMILY, "lstm", "gru"}
 
-
-def tolerance(name: str) -> float:
-    """1e-5 for the core backbones; 1e-4 for the ablation variants (some sum in other orders)."""
-    return 1e-5 if name in CORE else 1e-4
 # every backbone with its default settings, plus GTrXL with each gate
 CASES = [(name, None) for name in backbone_names()] + [("gtrxl", gate) for gate in GATE_NAMES]
 
@@ -47,7 +43,7 @@ def step_by_step(backbone, x, starts, state):
 
 
 @pytest.mark.parametrize(("name", "gate"), CASES)
-def test_step_by_step_equals_sequence(name: str, gate: str | None) -> None:
+def test_step_by_step_equals_sequence(name: str, gate: str | None, float64: None) -> None:
     backbone = build(name, gate)
     x, starts = random_inputs(23, 4)
     with torch.no_grad():
@@ -56,12 +52,11 @@ def test_step_by_step_equals_sequence(name: str, gate: str | None) -> None:
         # and in two uneven chunks, carrying the state across the cut
         y_a, s_mid = backbone(x[:9], backbone.initial_state(4), starts[:9])
         y_b, s_chunk = backbone(x[9:], s_mid, starts[9:])
-    tol = tolerance(name)
-    assert (y_seq - y_step).abs().max().item() <= tol
-    assert (y_seq - torch.cat((y_a, y_b))).abs().max().item() <= tol
+    assert close(y_step, y_seq, F64_REL)
+    assert close(torch.cat((y_a, y_b)), y_seq, F64_REL)
     for a, b, c in zip(s_seq, s_step, s_chunk, strict=True):
-        assert (a.float() - b.float()).abs().max().item() <= tol
-        assert (a.float() - c.float()).abs().max().item() <= tol
+        assert close(b, a, F64_REL)
+        assert close(c, a, F64_REL)
 
 
 @pytest.mark.parametrize(("name", "gate"), CASES)
@@ -125,7 +120,7 @@ def test_gradients_finite_and_none_into_memory(name: str, gate: str | None) -> N
 
 
 @pytest.mark.parametrize(("name", "gate"), CASES)
-def test_state_at_rebuilds_the_acting_state(name: str, gate: str | None) -> None:
+def test_state_at_rebuilds_the_acting_state(name: str, gate: str | None, float64: None) -> None:
     """The trace of a rollout rebuilds, for any step t, the state the env acted from."""
     backbone = build(name, gate)
     b, t = 3, 14
@@ -150,7 +145,7 @@ def test_state_at_rebuilds_the_acting_state(name: str, gate: str | None) -> None
                 x[step:, i : i + 1], index_state(expect, slice(i, i + 1)), starts[step:, i : i + 1]
             )
             y_got, _ = backbone(x[step:, i : i + 1], got, starts[step:, i : i + 1])
-            assert (y_expect - y_got).abs().max().item() <= tolerance(name)
+            assert close(y_got, y_expect, F64_REL)
 
 
 def test_trxl_trace_is_small() -> None:

@@ -26,6 +26,12 @@ from txrl.rl.vmpo_loss import (
     vmpo_loss,
 )
 
+from ..numeric import F64_REL, close
+
+# The hand computations are in Python floats (double): the terms are computed in float64 too,
+# so the relative tolerances below sit far above rounding on any machine.
+pytestmark = pytest.mark.usefixtures("float64")
+
 # six advantages; the top half is {3.0 (index 3), 2.0 (index 0), 1.0 (index 5)}
 ADVANTAGES = [2.0, -1.0, 0.5, 3.0, -0.5, 1.0]
 TOP = [3, 0, 5]
@@ -543,13 +549,28 @@ def test_popart_update_preserves_unnormalised_outputs():
     for scale in (100.0, 1000.0, 5.0):
         head.update(scale * torch.randn(32, 1) + scale)
         after = head.unnormalize(head(x))
-        assert torch.allclose(before, after, rtol=1e-4, atol=1e-3)
+        assert close(after, before, F64_REL)
     assert head.mu.item() != 0.0 and head.sigma.item() != 1.0  # the statistics did move
     targets = torch.randn(8, 1) * 50
-    assert torch.allclose(head.unnormalize(head.normalize(targets)), targets, atol=1e-3)
+    assert close(head.unnormalize(head.normalize(targets)), targets, F64_REL)
 
 
 def test_popart_scale_is_bounded_below():
     head = PopArt(2, step_size=1.0, scale_lower=1e-2)
     head.update(torch.full((8, 1), 3.0))  # zero variance
     assert head.sigma.item() == pytest.approx(1e-2)
+
+
+def test_popart_update_of_k_steps_equals_k_updates():
+    torch.manual_seed(0)
+    once, stepwise = PopArt(3, step_size=0.05), PopArt(3, step_size=0.05)
+    stepwise.load_state_dict(once.state_dict())
+    targets = 10.0 * torch.randn(16, 1) + 4.0
+    x = torch.randn(5, 3)
+    once.update(targets, steps=7)
+    for _ in range(7):
+        stepwise.update(targets)
+    assert close(once.mu, stepwise.mu, F64_REL) and close(once.nu, stepwise.nu, F64_REL)
+    assert close(once.unnormalize(once(x)), stepwise.unnormalize(stepwise(x)), F64_REL)
+    with pytest.raises(ValueError, match="steps must be a positive int"):
+        once.update(targets, steps=0)

@@ -14,6 +14,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import VMPO, MemoryPPO
 
+from ..numeric import F32_REL, close
+
 ALGOS = [MemoryPPO, VMPO]
 
 TINY = {"d_model": 16, "n_layers": 2, "n_heads": 2, "memory_length": 6, "net_arch": [16]}
@@ -69,8 +71,9 @@ def test_training_pass_reproduces_acting(algo, policy: str) -> None:
     model.policy.set_training_mode(True)
     batch = buffer.all_segments(model.policy.backbone, model.segment_length)
     values, log_prob, _, _, _ = model.evaluate_batch(batch)
-    assert (log_prob - batch.old_log_prob.flatten()).abs().max().item() <= 1e-5
-    assert (values - batch.old_values.flatten()).abs().max().item() <= 1e-5
+    # float32 acting vs training pass: a tolerance relative to the magnitudes compared
+    assert close(log_prob, batch.old_log_prob.flatten(), F32_REL)
+    assert close(values, batch.old_values.flatten(), F32_REL)
 
 
 def test_memory_persists_across_rollouts_and_learn_calls() -> None:

@@ -6,7 +6,6 @@ Legend: X transitions in the minibatch (segments flattened).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 
 def ppo_loss(
@@ -26,6 +25,14 @@ def ppo_loss(
     """Clipped surrogate + value regression - entropy bonus; all inputs (X,).
 
     ``advantages`` are used as given (normalise them before if wanted).
+
+    Value loss: the squared error (G - V)^2, averaged. With ``clip_range_vf`` set it is the
+    pessimistic max((G - V)^2, (G - V_clip)^2), V_clip = V_old + clip(V - V_old, -eps_vf, eps_vf),
+    the form of OpenAI baselines' PPO2 (and CleanRL): like the policy's clipped surrogate, it
+    takes the worse of the two, so a prediction moved past the clip range away from the
+    target keeps the gradient of the unclipped error and is pulled back, while a move past
+    the range towards the target gets no gradient. Regressing only V_clip instead would give
+    zero gradient to every prediction outside the range, whichever way it moved.
     """
     # r_t(theta) = pi(a|s) / pi_old(a|s)
     log_ratio = log_prob - old_log_prob
@@ -35,10 +42,13 @@ def ppo_loss(
         ratio * advantages, ratio.clamp(1 - clip_range, 1 + clip_range) * advantages
     )
     policy_loss = -surrogate.mean()
-    # V_clip = V_old + clip(V - V_old, -eps_vf, eps_vf) when value clipping is on
+    # (G - V)^2, or with value clipping max((G - V)^2, (G - V_clip)^2)
+    squared_error = (returns - values).square()
     if clip_range_vf is not None:
-        values = old_values + (values - old_values).clamp(-clip_range_vf, clip_range_vf)
-    value_loss = F.mse_loss(returns, values)
+        # V_clip = V_old + clip(V - V_old, -eps_vf, eps_vf)
+        clipped = old_values + (values - old_values).clamp(-clip_range_vf, clip_range_vf)
+        squared_error = torch.max(squared_error, (returns - clipped).square())
+    value_loss = squared_error.mean()
     # entropy bonus S[pi], eq. (9); -mean(log pi) when the distribution has no closed form
     entropy_loss = -entropy.mean() if entropy is not None else log_prob.mean()
     loss = policy_loss + ent_coef * entropy_loss + vf_coef * value_loss

@@ -655,11 +655,20 @@ class PopArt(nn.Module):
         return normalized * self.sigma + self.mu
 
     @torch.no_grad()
-    def update(self, targets: torch.Tensor) -> None:
-        """Update the moments with unnormalised targets (B, O) and preserve the outputs."""
+    def update(self, targets: torch.Tensor, steps: int = 1) -> None:
+        """Update the moments with unnormalised targets (B, O) and preserve the outputs.
+
+        ``steps``: how many learner steps these targets stand for. The step size ``beta`` is
+        per learner step (van Hasselt et al. 2016 update at every step); a caller that updates
+        once for k steps on the same targets passes ``steps=k`` and gets exactly the moments
+        of k updates, ``beta_k = 1 - (1 - beta)^k``, so the statistics adapt at the same
+        speed in learner steps whatever the cadence of the calls.
+        """
+        if not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be a positive int, got {steps!r}")
         targets = targets.reshape(-1, self.mu.numel()).to(self.mu.dtype)  # (B, O)
         old_mu, old_sigma = self.mu.clone(), self.sigma
-        beta = self.step_size
+        beta = 1.0 - (1.0 - self.step_size) ** steps
         # mu <- (1 - beta) mu + beta E[G],  nu <- (1 - beta) nu + beta E[G^2]
         self.mu.lerp_(targets.mean(dim=0), beta)
         self.nu.lerp_(targets.square().mean(dim=0), beta)

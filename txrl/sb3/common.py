@@ -10,12 +10,16 @@ Legend: S steps per segment, G segments per minibatch, X = S * G transitions, B 
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections import defaultdict
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.base_class import maybe_make_env
+from stable_baselines3.common.logger import HumanOutputFormat, Logger
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
@@ -36,6 +40,8 @@ SUPPORTED_OBSERVATION_SPACES = (
     spaces.Dict,
 )
 SUPPORTED_ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+CHECK_FINITE_MODES = ("raise", "warn", "off")
+CheckFinite = Literal["raise", "warn", "off"]
 
 
 class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
@@ -45,6 +51,12 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         must be multiples of it. A minibatch holds ``batch_size // segment_length`` segments.
     :param aux_loss_coef: coefficient per named auxiliary loss a backbone reports
         (e.g. ``{"span_l1": 1e-3}``); names not listed get coefficient 1.
+    :param check_finite: what a NaN or infinite observation or reward from an env does:
+        ``"raise"`` (default) stops with an error naming the env, the field and the rollout
+        step; ``"warn"`` warns the same and keeps the data (SB3's ``VecCheckNan`` with
+        ``raise_exception=False``); ``"off"`` skips the check (one ``np.isfinite`` per step
+        on the batch). Independently, a loss or gradient that turns non-finite always stops
+        training before the optimizer step, so the weights stay those of the last good step.
     """
 
     policy: MemoryActorCriticPolicy
@@ -67,6 +79,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         vf_coef: float,
         max_grad_norm: float,
         aux_loss_coef: dict[str, float] | None,
+        check_finite: CheckFinite,
         stats_window_size: int,
         tensorboard_log: str | None,
         policy_kwargs: dict[str, Any] | None,
@@ -76,6 +89,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         _init_setup_model: bool,
     ) -> None:
         _check_policy_kwargs(policy, self.policy_aliases, policy_kwargs)
+        env = _env_with_checked_observations(env, verbose)
         for name, value in (
             ("n_steps", n_steps),
             ("batch_size", batch_size),
@@ -99,6 +113,11 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         self.n_epochs = int(n_epochs)
         self.segment_length = int(segment_length)
         self.aux_loss_coef = dict(aux_loss_coef or {})
+        if check_finite not in CHECK_FINITE_MODES:
+            raise ValueError(
+                f"check_finite must be one of {', '.join(map(repr, CHECK_FINITE_MODES))}, got {check_finite!r}"
+            )
+        self.check_finite = check_finite
         self._memory: Any = None
         self._shuffle_rng = np.random.default_rng(seed)
         super().__init__(
@@ -153,6 +172,32 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
             reset_num_timesteps=reset_num_timesteps,
             progress_bar=progress_bar,
         )
+
+    def _setup_learn(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        reset_num_timesteps: bool = True,
+        tb_log_name: str = "run",
+        progress_bar: bool = False,
+    ) -> tuple[int, Any]:
+        """SB3's ``_setup_learn``, with a logger that needs no folder when nothing is written.
+
+        Without ``tensorboard_log`` SB3 logs to stdout or nowhere, yet creates an empty
+        ``SB3-<date>`` folder in the temp dir on every ``learn``; here the same outputs come
+        from a folderless logger instead (a logger set with ``set_logger`` is kept as is).
+        """
+        folderless = not self._custom_logger and self.tensorboard_log is None
+        if folderless:
+            self._logger = _folderless_logger(self.verbose)
+            self._custom_logger = True  # SB3 keeps a custom logger rather than configure one
+        try:
+            return super()._setup_learn(
+                total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
+            )
+        finally:
+            if folderless:
+                self._custom_logger = False
 
     # ------------------------------------------------------------------ memory
 
@@ -217,6 +262,8 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
 
             new_obs, rewards, dones, infos = env.step(clipped_actions)
+            if self.check_finite != "off":
+                _check_finite_step(self.check_finite, new_obs, rewards, n_steps, self.num_timesteps)
             self.num_timesteps += env.num_envs
             callback.update_locals(locals())
             if not callback.on_step():
@@ -227,17 +274,18 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 actions = actions.reshape(-1, 1)
 
             # Truncated episodes bootstrap from the value of the final observation, computed
-            # with that env's memory (the final observation continues the same episode).
+            # with that env's memory (the final observation continues the same episode) by
+            # the acting network in eval mode, whose keys and values that memory caches.
             for idx, done in enumerate(dones):
                 if (
                     done
                     and infos[idx].get("terminal_observation") is not None
                     and infos[idx].get("TimeLimit.truncated", False)
                 ):
-                    terminal_obs = self.policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
+                    terminal_obs = policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
                     no_start = torch.zeros(1, dtype=torch.bool, device=self.device)
                     with torch.no_grad():
-                        terminal_value = self.policy.value_of(
+                        terminal_value = policy.value_of(
                             terminal_obs, index_state(memory, slice(idx, idx + 1)), no_start
                         )
                     rewards[idx] += self.gamma * terminal_value.item()
@@ -333,7 +381,10 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                     break
                 self.policy.optimizer.zero_grad()
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                grad_norm = torch.nn.utils.clip_grad_norm_(
+                    self.policy.parameters(), self.max_grad_norm
+                )
+                _check_finite_update(loss, grad_norm, stats, self._n_updates)
                 self.policy.optimizer.step()
                 self._after_gradient_step()
                 logged["train/loss"].append(float(loss.detach()))
@@ -351,6 +402,58 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         self.logger.record(
             "train/memory_bytes_per_transition", buffer.trace_nbytes_per_transition()
         )
+
+
+def _folderless_logger(verbose: int) -> Logger:
+    """What SB3's ``configure_logger`` gives without TensorBoard (stdout when ``verbose >= 1``,
+    no output otherwise), without the folder it would create for files never written."""
+    return Logger(
+        folder=None, output_formats=[HumanOutputFormat(sys.stdout)] if verbose >= 1 else []
+    )
+
+
+def _check_finite_step(
+    mode: CheckFinite, obs: Any, rewards: np.ndarray, step: int, num_timesteps: int
+) -> None:
+    """Raise or warn (``mode``) if an env emitted a NaN or infinite observation or reward.
+
+    One vectorised ``np.isfinite`` per floating array of the batch; integer observations
+    (images, discrete) cannot be non-finite and are skipped.
+    """
+    arrays = obs.items() if isinstance(obs, dict) else [("", obs)]
+    fields = [(f"observation{f' {key!r}' if key else ''}", np.asarray(a)) for key, a in arrays]
+    fields.append(("reward", np.asarray(rewards)))
+    for name, array in fields:
+        if not np.issubdtype(array.dtype, np.floating) or np.isfinite(array).all():
+            continue
+        per_env = np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1)  # (B,)
+        envs = ", ".join(str(i) for i in np.flatnonzero(~per_env))
+        message = (
+            f"non-finite {name} (NaN or inf) from env {envs} at rollout step {step} "
+            f"(after {num_timesteps} timesteps in all); check the env, or pass "
+            "check_finite='warn' or 'off' to the algorithm to train on regardless"
+        )
+        if mode == "raise":
+            raise ValueError(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _check_finite_update(
+    loss: torch.Tensor,
+    grad_norm: torch.Tensor,
+    stats: dict[str, torch.Tensor],
+    n_updates: int,
+) -> None:
+    """Stop before the optimizer step when the loss or the gradient is NaN or infinite."""
+    if torch.isfinite(loss) and torch.isfinite(grad_norm):
+        return
+    terms = ", ".join(f"{k}={float(v):.4g}" for k, v in stats.items())
+    raise FloatingPointError(
+        f"non-finite training update after {n_updates} epochs of training: loss={float(loss.detach()):.4g}, "
+        f"gradient norm={float(grad_norm):.4g} ({terms}). The step was not applied: the "
+        "weights are those of the last good update. Common causes: extreme rewards or "
+        "observations (normalise them, e.g. with SB3's VecNormalize) or a learning rate too large"
+    )
 
 
 def _check_policy_kwargs(
@@ -372,6 +475,16 @@ def _check_policy_kwargs(
         raise ValueError(
             f"unknown policy_kwargs {', '.join(map(repr, unknown))}; valid keys: {', '.join(valid)}"
         )
+
+
+def _env_with_checked_observations(env: GymEnv | str | None, verbose: int) -> GymEnv | str | None:
+    """The env (made from its id, as SB3 would), its observation space checked first: SB3
+    wraps it in a DummyVecEnv, which fails without a useful message on some spaces."""
+    if env is None:
+        return None
+    env = maybe_make_env(env, verbose)
+    _check_observation_space(env.observation_space)
+    return env
 
 
 def _check_observation_space(space: spaces.Space) -> None:

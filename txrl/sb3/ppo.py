@@ -15,7 +15,7 @@ from stable_baselines3.common.utils import FloatSchedule
 
 from txrl.rl.buffer import SegmentBatch
 from txrl.rl.ppo_loss import ppo_loss
-from txrl.sb3.common import MemoryOnPolicyAlgorithm
+from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm
 from txrl.sb3.policies import MemoryActorCriticPolicy
 
 
@@ -26,7 +26,9 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
     >>> model.learn(10_000)
 
     Parameters are SB3 PPO's, plus ``segment_length`` (steps per training sequence) and
-    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`). Policies: ``Mlp|Cnn|MultiInput``
+    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`). One difference: with
+    ``clip_range_vf`` set, the value loss is max(unclipped, clipped) squared error (OpenAI
+    baselines' form, see :func:`txrl.rl.ppo_loss.ppo_loss`), not SB3's clipped-only error. Policies: ``Mlp|Cnn|MultiInput``
     + ``GTrXL|TrXLI|TrXL|Lstm|Gru|Memory`` + ``Policy``; the ``*MemoryPolicy`` ones take
     ``policy_kwargs=dict(backbone=<name>)`` for any registered backbone.
     """
@@ -50,6 +52,7 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
         max_grad_norm: float = 0.5,
         target_kl: float | None = None,
         aux_loss_coef: dict[str, float] | None = None,
+        check_finite: CheckFinite = "raise",
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -76,6 +79,7 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
             vf_coef=vf_coef,
             max_grad_norm=max_grad_norm,
             aux_loss_coef=aux_loss_coef,
+            check_finite=check_finite,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,

@@ -38,7 +38,7 @@ from txrl.rl.vmpo_loss import (
     VMPOMultipliers,
     vmpo_loss,
 )
-from txrl.sb3.common import MemoryOnPolicyAlgorithm
+from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm
 from txrl.sb3.policies import MemoryActorCriticPolicy
 
 
@@ -57,7 +57,10 @@ class VMPO(MemoryOnPolicyAlgorithm):
     :param popart: normalise value targets with PopArt (Sec. 4.1; van Hasselt et al. 2016). The
         value head then outputs values in return units; the loss regresses the normalised
         prediction on the normalised target, the E-step uses advantages divided by sigma, and
-        the statistics are updated (outputs preserved) with each rollout's returns.
+        the statistics are updated (outputs preserved) with each rollout's returns, with the
+        per-learner-step size ``beta`` compounded over the rollout's gradient steps
+        (:meth:`txrl.rl.vmpo_loss.PopArt.update`), so they adapt at the paper's cadence: the
+        moments close 90% of a gap in ln(10)/beta learner steps (23k at beta = 1e-4).
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
         popart: bool = VMPOConfig.popart,
         max_grad_norm: float = 40.0,
         aux_loss_coef: dict[str, float] | None = None,
+        check_finite: CheckFinite = "raise",
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -127,6 +131,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
             vf_coef=value_loss_coef,
             max_grad_norm=max_grad_norm,
             aux_loss_coef=aux_loss_coef,
+            check_finite=check_finite,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,
@@ -192,12 +197,22 @@ class VMPO(MemoryOnPolicyAlgorithm):
         advantages = torch.as_tensor(buffer.advantages, device=self.device).flatten()  # (N*B,)
         head = self.policy.value_net
         if isinstance(head, PopArtValueHead):
-            # Pop-Art: new target statistics, the head rescaled so its outputs do not change
-            head.update(torch.as_tensor(buffer.returns, device=self.device).reshape(-1, 1))
+            # Pop-Art: new target statistics, the head rescaled so its outputs do not change.
+            # Once per rollout, with beta scaled to the learner steps the rollout trains for.
+            head.update(
+                torch.as_tensor(buffer.returns, device=self.device).reshape(-1, 1),
+                steps=self._learner_steps_per_rollout(),
+            )
             advantages = advantages / head.sigma
             self.logger.record("train/popart_mu", float(head.mu))
             self.logger.record("train/popart_sigma", float(head.sigma))
         return {"advantages": advantages}
+
+    def _learner_steps_per_rollout(self) -> int:
+        """Gradient steps one rollout trains for: epochs x minibatches of whole segments."""
+        segments = self.n_envs * (self.n_steps // self.segment_length)
+        per_batch = max(1, self.batch_size // self.segment_length)
+        return self.n_epochs * -(-segments // per_batch)
 
     def _loss(
         self,

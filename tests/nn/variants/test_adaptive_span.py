@@ -11,6 +11,7 @@ import torch
 from txrl.nn.variants._common import relative_attention
 from txrl.nn.variants.adaptive_span import AdaptiveSpanAttention, AdaptiveSpanTransformer
 
+from ...numeric import F64_REL, close
 from ..conftest import small_backbone
 
 
@@ -28,7 +29,7 @@ def set_spans(attention: AdaptiveSpanAttention, spans: list[float]) -> None:
         attention.span_logit.copy_(torch.log(fraction / (1 - fraction)))
 
 
-def test_soft_mask_is_the_clamped_ramp() -> None:
+def test_soft_mask_is_the_clamped_ramp(float64: None) -> None:
     backbone = build(memory_length=8, span_ramp=2.0)
     attention = backbone.blocks[0].attention
     set_spans(attention, [3.0, 5.5])
@@ -36,11 +37,11 @@ def test_soft_mask_is_the_clamped_ramp() -> None:
     mask = attention.soft_mask(x)  # (H, X)
     for h, z in enumerate([3.0, 5.5]):
         expect = ((2.0 + z - x) / 2.0).clamp(0, 1)
-        assert (mask[h] - expect).abs().max().item() <= 1e-5
-    assert (attention.spans() - torch.tensor([3.0, 5.5])).abs().max().item() <= 1e-5
+        assert close(mask[h], expect, F64_REL)
+    assert close(attention.spans(), torch.tensor([3.0, 5.5]), F64_REL)
 
 
-def test_weights_are_the_renormalised_masked_softmax() -> None:
+def test_weights_are_the_renormalised_masked_softmax(float64: None) -> None:
     """a_ij = m_z(i-j) exp(s_ij) / sum_r m_z(i-r) exp(s_ir) (all keys in the window)."""
     backbone = build(memory_length=6, span_ramp=1.5)
     attention = backbone.blocks[0].attention
@@ -57,14 +58,14 @@ def test_weights_are_the_renormalised_masked_softmax() -> None:
         attention.relative, z, keys, values, plain_bias, with_weights=True
     )
     distance = (torch.arange(t)[:, None] + m - torch.arange(m + t)[None, :]).clamp(min=0)
-    masked = plain * attention.soft_mask(distance.float())[None]
+    masked = plain * attention.soft_mask(distance.double())[None]
     expect = masked / masked.sum(-1, keepdim=True)
     bias = torch.where(
-        masked > 0, attention.soft_mask(distance.float()).clamp_min(1e-30).log(), float("-inf")
+        masked > 0, attention.soft_mask(distance.double()).clamp_min(1e-30).log(), float("-inf")
     )
     got_out, got = relative_attention(attention.relative, z, keys, values, bias, with_weights=True)
-    assert (got - expect).abs().max().item() <= 1e-6
-    assert (got_out - out).abs().max().item() <= 1e-5
+    assert close(got, expect, F64_REL)
+    assert close(got_out, out, F64_REL)
     # head 0 (z = 1, R = 1.5): distance 3 and beyond get exactly zero weight
     assert torch.all(got[:, 0][..., distance >= 3] == 0)
 
@@ -87,7 +88,7 @@ def test_keys_beyond_span_plus_ramp_do_not_reach_the_output() -> None:
             assert same != reaches, distance
 
 
-def test_span_l1_is_an_aux_loss_with_gradient() -> None:
+def test_span_l1_is_an_aux_loss_with_gradient(float64: None) -> None:
     backbone = build()
     backbone.train()
     out = backbone.run(
@@ -97,7 +98,7 @@ def test_span_l1_is_an_aux_loss_with_gradient() -> None:
     spans = backbone.spans()
     assert spans.shape == (2, 2)
     assert torch.all((spans >= 0) & (spans <= backbone.memory_length))
-    assert abs(loss.item() - spans.mean().item()) <= 1e-6
+    assert close(loss, spans.mean(), F64_REL)
     loss.backward()
     for block in backbone.blocks:
         grad = block.attention.span_logit.grad

@@ -15,6 +15,7 @@ from txrl.nn.variants.linear import (
     favor_features,
 )
 
+from ...numeric import F64_REL, close
 from ..conftest import small_backbone
 
 
@@ -29,7 +30,7 @@ def quadratic_form(attention: KernelAttention, z: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", ["linear", "performer"])
-def test_recurrent_form_equals_causal_quadratic_form(name: str) -> None:
+def test_recurrent_form_equals_causal_quadratic_form(name: str, float64: None) -> None:
     torch.manual_seed(0)
     backbone = small_backbone(name)
     assert isinstance(backbone, LinearTransformer)
@@ -48,12 +49,14 @@ def test_recurrent_form_equals_causal_quadratic_form(name: str) -> None:
         chunked, _, _, _ = attention(
             z, torch.zeros_like(kv), torch.zeros_like(k_sum), no_reset.expand(b, t)
         )
-    assert (torch.cat(steps, dim=1) - expected).abs().max().item() <= 1e-5
-    assert (chunked - expected).abs().max().item() <= 1e-5
+    assert close(torch.cat(steps, dim=1), expected, F64_REL)
+    assert close(chunked, expected, F64_REL)
 
 
 @pytest.mark.parametrize("name", ["linear", "performer"])
-def test_small_chunks_equal_steps_and_trace_is_state_before_each_step(name: str) -> None:
+def test_small_chunks_equal_steps_and_trace_is_state_before_each_step(
+    name: str, float64: None
+) -> None:
     torch.manual_seed(1)
     backbone = small_backbone(name, chunk_size=3).eval()
     t, b = 10, 2
@@ -66,9 +69,9 @@ def test_small_chunks_equal_steps_and_trace_is_state_before_each_step(name: str)
         state = backbone.initial_state(b)
         for i in range(t):
             for got, expect in zip(whole.trace, state, strict=True):
-                assert (got[i].float() - expect.float()).abs().max().item() <= 1e-5
+                assert close(got[i], expect, F64_REL)
             y, state = backbone(x[i : i + 1], state, starts[i : i + 1])
-            assert (y[0] - whole.output[i]).abs().max().item() <= 1e-5
+            assert close(y[0], whole.output[i], F64_REL)
     # the state is O(1) in the episode length: L * H * F * E numbers for S
     assert state.kv.shape == (b, 2, 2, backbone.n_features, 8)
 

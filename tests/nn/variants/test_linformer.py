@@ -12,6 +12,7 @@ from txrl.nn.variants._common import window_validity
 from txrl.nn.variants.linformer import LinformerAttention, LinformerTransformer
 from txrl.nn.window import window_mask
 
+from ...numeric import F64_REL, close
 from ..conftest import small_backbone
 
 
@@ -23,7 +24,7 @@ def build(**overrides: int) -> LinformerTransformer:
     return backbone
 
 
-def test_keys_enter_only_through_their_projection() -> None:
+def test_keys_enter_only_through_their_projection(float64: None) -> None:
     """Two key sets with equal E K give equal outputs; others do not."""
     backbone = build(memory_length=7, proj_dim=3)
     attention = backbone.blocks[0].attention
@@ -34,13 +35,16 @@ def test_keys_enter_only_through_their_projection() -> None:
     # a perturbation in the null space of E (k x W, k < W) leaves E K unchanged
     _, _, vh = torch.linalg.svd(attention.proj_key.detach())
     null = vh[3:]  # (W - k, W)
-    assert (attention.proj_key.detach() @ null.T).abs().max().item() <= 1e-5
+    e_matrix = attention.proj_key.detach()
+    assert close(
+        e_matrix @ null.T, torch.zeros(3, w - 3), F64_REL, scale=e_matrix.abs().max().item()
+    )
     invisible = null.T @ torch.randn(w - 3, d)  # (W, D)
     with torch.no_grad():
         out = attention(z, keys, values, valid)
         same = attention(z, keys + 5.0 * invisible, values, valid)
         other = attention(z, keys + torch.randn(w, d), values, valid)
-    assert (out - same).abs().max().item() <= 1e-4
+    assert close(same, out, F64_REL)
     assert not torch.allclose(out, other, atol=1e-3)
 
 
@@ -70,7 +74,7 @@ def naive_linformer(
 
 
 @pytest.mark.parametrize(("memory", "steps"), [(0, 3), (4, 1), (4, 6)])
-def test_each_query_projects_its_own_window(memory: int, steps: int) -> None:
+def test_each_query_projects_its_own_window(memory: int, steps: int, float64: None) -> None:
     backbone = build(memory_length=memory, proj_dim=3)
     attention = backbone.blocks[0].attention
     d = backbone.config.d_model
@@ -85,7 +89,7 @@ def test_each_query_projects_its_own_window(memory: int, steps: int) -> None:
     with torch.no_grad():
         fast = attention(z, keys, values, valid)
         slow = naive_linformer(attention, z, keys, values, valid)
-    assert (fast - slow).abs().max().item() <= 1e-5
+    assert close(fast, slow, F64_REL)
 
 
 def test_bad_proj_dim_is_named() -> None:

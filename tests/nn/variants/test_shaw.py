@@ -10,6 +10,7 @@ import torch
 
 from txrl.nn.variants.shaw import RelationAwareAttention, ShawTransformer
 
+from ...numeric import F64_REL, close
 from ..conftest import small_backbone
 
 
@@ -42,7 +43,7 @@ def naive_shaw(
 
 
 @pytest.mark.parametrize(("memory", "steps", "clip"), [(0, 3, 2), (5, 1, 2), (4, 3, 1), (3, 2, 9)])
-def test_matches_naive_eqs_2_to_4(memory: int, steps: int, clip: int) -> None:
+def test_matches_naive_eqs_2_to_4(memory: int, steps: int, clip: int, float64: None) -> None:
     torch.manual_seed(memory + 10 * steps + clip)
     attn = RelationAwareAttention(d_model=8, n_heads=2, clip=clip)
     b = 2
@@ -57,10 +58,10 @@ def test_matches_naive_eqs_2_to_4(memory: int, steps: int, clip: int) -> None:
     keys, values = attn.project_memory(torch.cat((memory_z, z), dim=1))
     fast = attn(z, keys, values, allowed)
     slow = naive_shaw(attn, z, memory_z, allowed)
-    assert (fast - slow).abs().max().item() <= 1e-5
+    assert close(fast, slow, F64_REL)
 
 
-def test_distances_beyond_the_clip_share_one_embedding() -> None:
+def test_distances_beyond_the_clip_share_one_embedding(float64: None) -> None:
     """One layer: swapping two memory entries at distances >= k leaves the output unchanged
     (same embedding, so the window is the same set); within the clip it does not."""
     torch.manual_seed(0)
@@ -81,8 +82,8 @@ def test_distances_beyond_the_clip_share_one_embedding() -> None:
         return y[last]
 
     reference = last_output([3, 5])  # the identity
-    assert (last_output([5, 3]) - reference).abs().max().item() <= 1e-5  # both clipped to 2
-    assert (last_output([6, 2]) - reference).abs().max().item() <= 1e-5  # 2 is the clip itself
+    assert close(last_output([5, 3]), reference, F64_REL)  # both clipped to 2
+    assert close(last_output([6, 2]), reference, F64_REL)  # 2 is the clip itself
     assert not torch.allclose(last_output([2, 1]), reference, atol=1e-4)  # 1 vs 2
     assert not torch.allclose(last_output([1, 0]), reference, atol=1e-4)
 

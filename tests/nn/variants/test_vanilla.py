@@ -8,6 +8,7 @@ import torch
 
 from txrl.nn.variants.vanilla import VanillaTransformer
 
+from ...numeric import F32_REL, F64_REL, close
 from ..conftest import small_backbone
 
 NAMES = ["transformer", "transformer_learned_pe"]
@@ -32,7 +33,7 @@ def one_episode(t: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_each_step_is_a_fresh_encoder_over_its_window(name: str) -> None:
+def test_each_step_is_a_fresh_encoder_over_its_window(name: str, float64: None) -> None:
     """Output at step t = the last output of a run from scratch over x[t-M .. t] alone."""
     backbone = build(name)
     m = backbone.memory_length
@@ -44,7 +45,7 @@ def test_each_step_is_a_fresh_encoder_over_its_window(name: str) -> None:
             fresh_starts = torch.zeros(window.shape[0], 1, dtype=torch.bool)
             fresh_starts[0] = True
             y_fresh, _ = backbone(window, backbone.initial_state(1), fresh_starts)
-            assert (y[t] - y_fresh[-1]).abs().max().item() <= 1e-5
+            assert close(y[t], y_fresh[-1], F64_REL)
         # nothing beyond the window reaches the output, whatever the depth
         far = x.clone()
         far[11 - m - 1] += 5.0
@@ -53,7 +54,7 @@ def test_each_step_is_a_fresh_encoder_over_its_window(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_positions_are_absolute_window_indices(name: str) -> None:
+def test_positions_are_absolute_window_indices(name: str, float64: None) -> None:
     """With one layer, the last output sees its window as a set plus the absolute position
     encoding: permuting the memory contents changes the output only through P."""
     backbone = build(name, n_layers=1, memory_length=4)
@@ -70,7 +71,7 @@ def test_positions_are_absolute_window_indices(name: str) -> None:
             backbone.sinusoid.zero_()
         y, _ = backbone(x, backbone.initial_state(1), starts)
         y_perm, _ = backbone(permuted, backbone.initial_state(1), starts)
-    assert (y[-1] - y_perm[-1]).abs().max().item() <= 1e-5
+    assert close(y[-1], y_perm[-1], F64_REL)
 
 
 def test_learned_position_rows_follow_the_window_index() -> None:
@@ -91,11 +92,12 @@ def test_sinusoid_is_eq_1() -> None:
     backbone = build("transformer", memory_length=6)
     table = backbone.position_encoding()
     d = backbone.config.d_model
-    for i in range(7):
-        for j in range(d // 2):
-            angle = torch.tensor(i / 10000 ** (2 * j / d))
-            assert abs(table[i, 2 * j].item() - angle.sin().item()) <= 1e-6
-            assert abs(table[i, 2 * j + 1].item() - angle.cos().item()) <= 1e-6
+    # the float64 reference of PE(i, 2j) = sin(i / 10000^(2j/d)), PE(i, 2j+1) = cos(...)
+    angle = torch.arange(7, dtype=torch.float64)[:, None] / 10000 ** (
+        torch.arange(0, d, 2, dtype=torch.float64)[None, :] / d
+    )  # (7, d/2)
+    expected = torch.stack((angle.sin(), angle.cos()), dim=-1).reshape(7, d)
+    assert close(table, expected, F32_REL)
 
 
 def test_odd_width_needs_learned_positions() -> None:
