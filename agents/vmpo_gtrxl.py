@@ -71,7 +71,7 @@ def main(
         callback=run.callbacks(eval_env),
         log_interval=config.runtime.log_interval,
         reset_num_timesteps=False,
-        progress_bar=config.runtime.progress_bar,
+        progress_bar=False,  # run.callbacks shows progress over the whole budget
     )
 
     # 6. Final evaluation and the final checkpoint, which marks the run finished.

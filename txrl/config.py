@@ -41,10 +41,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A config is wrong; the message names the key (dotted path) and what would be valid."""
-
+from txrl.errors import ConfigError, RunError
 
 # ---------------------------------------------------------------------------- value checks
 
@@ -210,27 +207,47 @@ T = TypeVar("T")
 
 
 def from_mapping(cls: type[T], data: Any, path: str = "") -> T:
-    """Build dataclass ``cls`` from ``data``, checking every key and value (see module doc)."""
+    """Build dataclass ``cls`` from ``data``, checking every key and value (see module doc).
+
+    Every problem is found before one is reported: the :class:`ConfigError` lists them all.
+    """
+    problems: list[str] = []
+    built = _build(cls, data, path, problems)
+    if problems:
+        raise ConfigError(problems)
+    return built
+
+
+def _build(cls: type[T], data: Any, path: str, problems: list[str]) -> T:
+    """``cls`` from ``data``; each bad key or value appends to ``problems`` and takes its default."""
     where = path or "the config"
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{where} must be {_describe(cls)}, got {data!r}")
+        problems.append(f"{where} must be {_describe(cls)}, got {data!r}")
+        return cls()
     names = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
     for key in data:
         if not isinstance(key, str) or key not in names:
             dotted = f"{path}.{key}" if path else str(key)
             close = difflib.get_close_matches(str(key), names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(
+            problems.append(
                 f"unknown key {dotted}{hint}; valid keys of {where}: {', '.join(names)}"
             )
     hints = typing.get_type_hints(cls, include_extras=True)
-    values = {
-        name: _convert(data[name], hints[name], f"{path}.{name}" if path else name)
-        for name in names
-        if name in data
-    }
+    values = {}
+    for name in names:
+        if name not in data:
+            continue
+        dotted = f"{path}.{name}" if path else name
+        if dataclasses.is_dataclass(hints[name]):
+            values[name] = _build(hints[name], data[name], dotted, problems)
+            continue
+        try:
+            values[name] = _convert(data[name], hints[name], dotted)
+        except ConfigError as e:
+            problems.extend(e.problems)
     return cls(**values)
 
 
@@ -301,6 +318,10 @@ class PolicyConfig:
     encoder: Literal["auto", "mlp", "cnn", "multi_input"] = "auto"
     """Observation encoder before the backbone; ``auto``: ``multi_input`` for Dict
     observations, else ``mlp`` (which flattens, fine for MiniGrid's 7x7x3 codes)."""
+    inapplicable: Literal["error", "drop"] = "error"
+    """What to do with settings the chosen backbone does not have (``gate`` or ``n_heads``
+    for ``lstm``): ``error`` names them all; ``drop`` clears them, so switching backbone is
+    one override: ``--set policy.backbone=lstm --set policy.inapplicable=drop``."""
 
     #: Settings of the backbone that are fields here, passed on when not null.
     BACKBONE_FIELDS: typing.ClassVar[tuple[str, ...]] = (
@@ -456,7 +477,10 @@ class RuntimeConfig:
     torch_threads: PositiveInt | None = None
     """``torch.set_num_threads``; ``null`` leaves torch's default."""
     progress_bar: bool = True
-    """Show SB3's progress bar."""
+    """Show progress over the whole budget: a bar on a terminal, else a line every
+    ``progress_every`` seconds (steps, steps/s, latest evaluation)."""
+    progress_every: PositiveFloat = 30.0
+    """Seconds between progress lines when the output is not a terminal (a log file)."""
     verbose: Annotated[int, Interval(0, 2)] = 0
     """SB3 verbosity (1 prints the logger's tables)."""
     log_interval: PositiveInt = 1
@@ -488,17 +512,25 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: Any) -> TrainConfig:
-        """Build and fully check a config (types, ranges, names, consistency)."""
+        """Build and check a config: keys, types, ranges and how fields fit together.
+
+        Needs no torch: the checks that need the backbone registry or the env (and the
+        device) are :func:`resolve`'s, which training runs once before it starts.
+        """
+        problems: list[str] = []
         if isinstance(data, Mapping):
             algo = data.get("algo", "ppo")
             for other in ALGOS:
                 if other != algo and other in data:
-                    raise ConfigError(
+                    problems.append(
                         f"section {other}: is for algo {other!r} but algo is {algo!r}; "
                         f"remove it or set algo: {other}"
                     )
-        config = from_mapping(cls, data)
-        config.check()
+        config = _build(cls, data, "", problems)
+        if not problems:
+            problems += config.problems()
+        if problems:
+            raise ConfigError(problems)
         return config
 
     @property
@@ -514,76 +546,147 @@ class TrainConfig:
                 del data[other]
         return data
 
-    def check(self) -> None:
-        """Checks that span fields or need a registry; raise ConfigError naming the key."""
-        _check_policy(self.policy)
-        _check_env(self.env)
+    def problems(self) -> list[str]:
+        """What is wrong across fields (each field itself being valid), one line per problem."""
+        problems = []
         learner = self.algo_settings
         rollout = learner.n_steps * self.env.n_envs
         if learner.batch_size > rollout:
-            raise ConfigError(
+            problems.append(
                 f"{self.algo}.batch_size ({learner.batch_size}) must be <= the rollout "
                 f"size {self.algo}.n_steps * env.n_envs = {rollout}"
             )
         for key in ("n_steps", "batch_size"):
             value = getattr(learner, key)
             if value % learner.segment_length:
-                raise ConfigError(
+                problems.append(
                     f"{self.algo}.{key} ({value}) must be a multiple of {self.algo}.segment_length "
                     f"({learner.segment_length}): training uses whole segments"
                 )
         if self.runtime.device not in ("cpu", "auto") and not re.fullmatch(
             r"cuda(:\d+)?|mps", self.runtime.device
         ):
-            raise ConfigError(
+            problems.append(
                 f"runtime.device must be cpu, auto, cuda, cuda:N or mps, got {self.runtime.device!r}"
             )
+        if isinstance(self.policy.net_arch, dict) and set(self.policy.net_arch) - {"pi", "vf"}:
+            problems.append(
+                "policy.net_arch as a mapping takes the keys pi and vf, "
+                f"got {', '.join(self.policy.net_arch)}"
+            )
+        return problems
 
 
-def _check_policy(policy: PolicyConfig) -> None:
-    from txrl.nn import backbone_config_class, backbone_names, make_backbone
+#: Keys ``txrl train --resume RUN_DIR --set KEY=VALUE`` may change: how long and how the run
+#: goes on, never what it has learned so far.
+RESUME_KEYS: tuple[str, ...] = ("budget", "eval", "checkpoint", "runtime")
+
+
+def changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two plain configs."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        keys = sorted(set(old) | set(new))
+        return [d for k in keys for d in changed_keys(old.get(k), new.get(k), f"{prefix}{k}.")]
+    return [] if old == new else [prefix.rstrip(".")]
+
+
+def check_resume_changes(old: TrainConfig, new: TrainConfig) -> None:
+    """Raise ConfigError unless ``new`` differs from ``old`` only in :data:`RESUME_KEYS`."""
+    changed = changed_keys(old.to_dict(), new.to_dict())
+    fixed = [k for k in changed if k.split(".")[0] not in RESUME_KEYS]
+    if fixed:
+        raise ConfigError(
+            f"a resumed run keeps what it learned with: cannot change {', '.join(fixed)}; "
+            f"--resume takes --set for {', '.join(k + ('' if k == 'budget' else '.*') for k in RESUME_KEYS)}"
+        )
+
+
+def resume_config(stored: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
+    """A run's config with ``--set`` overrides for a resume (only :data:`RESUME_KEYS`)."""
+    config = TrainConfig.from_dict(apply_overrides(stored.to_dict(), overrides))
+    check_resume_changes(stored, config)
+    return config
+
+
+def resolve(config: TrainConfig) -> TrainConfig:
+    """The checks that need the backbone registry, the env and torch; the config to train.
+
+    Reports every problem at once. With ``policy.inapplicable: drop`` the settings the
+    backbone does not have are cleared in the returned config (which the run records).
+    """
+    policy, problems = check_policy(config.policy)
+    if not problems:
+        problems += _check_backbone_builds(policy)
+    problems += _check_env(config.env)
+    problems += _check_device(config.runtime.device)
+    if problems:
+        raise ConfigError(problems, note=_inapplicable_note(problems))
+    return dataclasses.replace(config, policy=policy)
+
+
+def _inapplicable_note(problems: list[str]) -> str | None:
+    if any("does not apply to backbone" in p for p in problems):
+        return (
+            "settings a backbone does not have can all be cleared at once with "
+            "policy.inapplicable: drop (--set policy.inapplicable=drop), or one by one with "
+            "--set policy.KEY=null"
+        )
+    return None
+
+
+def check_policy(policy: PolicyConfig) -> tuple[PolicyConfig, list[str]]:
+    """The policy with inapplicable settings dropped (when asked), and what is wrong with it.
+
+    Uses the backbone registry (imports torch) but builds nothing.
+    """
+    from txrl.nn import backbone_config_class, backbone_names
 
     names = backbone_names()
     if policy.backbone not in names:
-        raise ConfigError(
+        return policy, [
             f"policy.backbone must be one of {', '.join(names)}, got {policy.backbone!r}"
-        )
+        ]
     valid = [
         f.name
         for f in dataclasses.fields(backbone_config_class(policy.backbone))
         if f.name != "input_dim"
     ]
-    for key in policy.backbone_settings():
-        if key not in valid:
-            dotted = (
-                f"policy.{key}"
-                if key in policy.BACKBONE_FIELDS
-                else f"policy.backbone_kwargs.{key}"
-            )
-            raise ConfigError(
-                f"{dotted} does not apply to backbone {policy.backbone!r}; its settings: {', '.join(valid)}"
-            )
+    extra = [key for key in policy.backbone_settings() if key not in valid]
+    if policy.inapplicable == "drop" and extra:
+        policy = dataclasses.replace(
+            policy,
+            **{k: None for k in extra if k in policy.BACKBONE_FIELDS},
+            backbone_kwargs={k: v for k, v in policy.backbone_kwargs.items() if k in valid},
+        )
+        extra = []
+    problems = [
+        f"{'policy' if key in policy.BACKBONE_FIELDS else 'policy.backbone_kwargs'}.{key} "
+        f"does not apply to backbone {policy.backbone!r}; its settings: {', '.join(valid)}"
+        for key in extra
+    ]
+    return policy, problems
+
+
+def _check_backbone_builds(policy: PolicyConfig) -> list[str]:
+    from txrl.nn import make_backbone
+
     try:
         # Building the (small, CPU) module runs every check of the backbone itself.
         make_backbone(policy.backbone, input_dim=1, **policy.backbone_settings())
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"policy (backbone {policy.backbone!r}): {e}") from e
+        return [f"policy (backbone {policy.backbone!r}): {e}"]
     from txrl.sb3.policies import MemoryActorCriticPolicy
 
     valid_kwargs = MemoryActorCriticPolicy.valid_kwargs()
-    for key in policy.policy_kwargs():
-        if key not in valid_kwargs:
-            raise ConfigError(
-                f"policy.{key} is not supported by this version's memory policies "
-                f"(their settings: {', '.join(valid_kwargs)})"
-            )
-    if isinstance(policy.net_arch, dict) and set(policy.net_arch) - {"pi", "vf"}:
-        raise ConfigError(
-            f"policy.net_arch as a mapping takes the keys pi and vf, got {', '.join(policy.net_arch)}"
-        )
+    return [
+        f"policy.{key} is not supported by this version's memory policies "
+        f"(their settings: {', '.join(valid_kwargs)})"
+        for key in policy.policy_kwargs()
+        if key not in valid_kwargs
+    ]
 
 
-def _check_env(env: EnvConfig) -> None:
+def _check_env(env: EnvConfig) -> list[str]:
     import gymnasium as gym
 
     import txrl.envs  # noqa: F401  # registers the txrl ids
@@ -594,20 +697,43 @@ def _check_env(env: EnvConfig) -> None:
         try:
             __import__(module)
         except ImportError as e:
-            raise ConfigError(f"env.id {env_id!r}: cannot import module {module!r} ({e})") from e
+            return [f"env.id {env_id!r}: cannot import module {module!r} ({e})"]
     if name not in gym.registry:
         txrl_ids = sorted(k for k in gym.registry if k.startswith("txrl/") and "popgym" not in k)
         close = difflib.get_close_matches(name, list(gym.registry), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(
+        return [
             f"env.id {env_id!r} is not a registered Gymnasium id{hint} "
             f"(txrl tasks: {', '.join(txrl_ids)}, txrl/popgym-<Name>-v0, or any gymnasium id)"
-        )
+        ]
     try:
         # Making one env runs the env's own checks of its kwargs (cheap for the memory tasks).
         gym.make(env_id, **env.kwargs).close()
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"env.kwargs {env.kwargs!r} rejected by {env_id}: {e}") from e
+        return [f"env.kwargs {env.kwargs!r} rejected by {env_id}: {e}"]
+    return []
+
+
+def _check_device(device: str) -> list[str]:
+    """A device torch can use here; asking for a GPU that is not there is an error, not a
+    silent CPU run recorded as a GPU one."""
+    import torch
+
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return [
+                f"runtime.device is {device!r} but torch sees no CUDA GPU here "
+                "(torch.cuda.is_available() is false); use cpu or auto"
+            ]
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            return [
+                f"runtime.device is {device!r} but there are {torch.cuda.device_count()} CUDA "
+                f"devices (cuda:0 .. cuda:{torch.cuda.device_count() - 1})"
+            ]
+    if device == "mps" and not torch.backends.mps.is_available():
+        return ["runtime.device is 'mps' but torch has no MPS backend here; use cpu or auto"]
+    return []
 
 
 # ---------------------------------------------------------------------------- files and overrides
@@ -624,8 +750,11 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path} is not valid YAML: {e}") from e
-    if data is None:
-        return {}
+    if data is None or data == {}:
+        raise ConfigError(
+            f"{path} holds no settings; a config is a YAML mapping of settings "
+            "(start from configs/quickstart.yaml; every key is documented in txrl/config.py)"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of settings, got {type(data).__name__}")
     return data
@@ -678,11 +807,33 @@ def _deep_copy(data: Any) -> Any:
 
 
 def load_train_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
-    """Read, override and check a training config; ``name`` defaults to the file's stem."""
-    data = apply_overrides(read_yaml(path), overrides)
+    """Read, override and check a training config; ``name`` defaults to the file's stem.
+
+    ``--set algo=NAME`` switches learner: the file's section of its own learner (``ppo:``)
+    is then dropped, so the new learner starts from its defaults plus any ``--set NAME.KEY``.
+    """
+    data = read_yaml(path)
+    algos = [value for key, value in map(parse_override, overrides) if key == "algo"]
+    if algos:
+        for other in ALGOS:
+            if other != algos[-1]:
+                data.pop(other, None)
+    data = apply_overrides(data, overrides)
     if data.get("name") is None:
         data["name"] = Path(path).stem
     return TrainConfig.from_dict(data)
+
+
+#: The resolved config in a run directory (see :mod:`txrl.train`).
+CONFIG_FILE = "config.yaml"
+
+
+def read_run_config(run_dir: str | Path) -> TrainConfig:
+    """The resolved config of a run directory."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        raise RunError(f"{run_dir} is not a txrl run directory (no {CONFIG_FILE})")
+    return TrainConfig.from_dict(yaml.safe_load(path.read_text()))
 
 
 def dump_yaml(data: Any) -> str:
@@ -753,7 +904,7 @@ class CompareConfig:
         cells: list[list[tuple[str, str, dict[str, Any]]]] = []
         for axis, spec in self.axes.items():
             cells.append(_axis_cells(axis, spec))
-        variants = []
+        variants, problems = [], []
         for combo in itertools.product(*cells):
             data = _deep_copy(self.base)
             for _, _, overrides in combo:
@@ -765,12 +916,17 @@ class CompareConfig:
             data["seed"] = 0
             name = "__".join(label for _, label in labels) or "base"
             data["name"] = name
+            where = ", ".join(f"{a}={lab}" for a, lab in labels) or "the base config"
             try:
                 config = TrainConfig.from_dict(data)
             except ConfigError as e:
-                where = ", ".join(f"{a}={lab}" for a, lab in labels) or "the base config"
-                raise ConfigError(f"variant {where}: {e}") from e
-            variants.append(Variant(labels, config))
+                problems += [f"variant {where}: {p}" for p in e.problems]
+                continue
+            policy, wrong = check_policy(config.policy)
+            problems += [f"variant {where}: {p}" for p in wrong]
+            variants.append(Variant(labels, dataclasses.replace(config, policy=policy)))
+        if problems:
+            raise ConfigError(problems, note=_inapplicable_note(problems))
         names = [v.name for v in variants]
         if len(set(names)) != len(names):
             raise ConfigError(f"two variants share a name; labels must be unique per axis: {names}")

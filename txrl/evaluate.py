@@ -17,7 +17,6 @@ normal approximation is not); the mean return's is a percentile bootstrap. Acros
 from __future__ import annotations
 
 import math
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,31 +184,30 @@ def evaluate_checkpoint(
     eval seeds used during training. Returns :meth:`EvalResult.summary` plus where from.
     """
     import pickle
+    import sys
 
-    from txrl.train import (
-        RESUME_MEMBER,
-        RunError,
-        algo_class,
-        latest_checkpoint,
-        make_eval_env,
-        read_checkpoint_config,
-    )
+    from txrl.checkpoint import newest_readable_checkpoint, read_checkpoint
+    from txrl.errors import RunError
+    from txrl.train import algo_class, make_eval_env
 
     path = Path(target)
     if path.is_dir():
-        checkpoint = latest_checkpoint(path)
-        if checkpoint is None:
-            raise RunError(f"{path} holds no checkpoint yet (looked in {path / 'checkpoints'})")
+        found = newest_readable_checkpoint(
+            path, set_aside=False, warn=lambda m: print(f"warning: {m}", file=sys.stderr)
+        )
+        if found is None:
+            raise RunError(
+                f"{path} holds no readable checkpoint (looked in {path / 'checkpoints'})"
+            )
+        checkpoint = found[0]
     elif path.is_file():
         checkpoint = path
     else:
         raise RunError(f"{path} is neither a run directory nor a checkpoint file")
-    config = read_checkpoint_config(checkpoint)
+    state, config = read_checkpoint(checkpoint)  # a bad file: CheckpointError, a RunError
     episodes = episodes or config.eval.episodes
     env = make_eval_env(config, episodes=episodes, seed=seed)
     if config.env.normalize_obs:
-        with zipfile.ZipFile(checkpoint) as archive:
-            state = pickle.loads(archive.read(RESUME_MEMBER))
         env.obs_rms = pickle.loads(state.vec_normalize).obs_rms  # type: ignore[attr-defined]
     model = algo_class(config.algo).load(checkpoint, device=config.runtime.device)
     result = evaluate(
