@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 #: A short passive T-maze and a one-layer GTrXL of width 16.
@@ -20,3 +21,13 @@ TINY: dict[str, Any] = {
 def tiny(**changes: Any) -> dict[str, Any]:
     """:data:`TINY` with whole top-level keys replaced."""
     return {**TINY, **changes}
+
+
+def crash_after(run_dir: Path, step: int) -> None:
+    """Leave ``run_dir`` as a run killed after its checkpoint at ``step``: no final
+    checkpoint, no later periodic ones (its logs still run past ``step``)."""
+    checkpoints = run_dir / "checkpoints"
+    (checkpoints / "final.zip").unlink()
+    for path in checkpoints.glob("step_*.zip"):
+        if int(path.stem.split("_")[1]) > step:
+            path.unlink()

@@ -16,7 +16,7 @@ import torch
 import yaml
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-from tests._runs import TINY
+from tests._runs import TINY, crash_after
 from txrl import MemoryPPO, cli
 from txrl.config import load_train_config, resolve
 from txrl.train import (
@@ -270,10 +270,7 @@ def test_tensorboard_steps_are_single_valued_and_increasing_across_a_resume(
     resumed = tmp_path / "resumed"
     shutil.copytree(straight, resumed)
     # As if killed at step 112: checkpoints up to 96, events up to 112 already written.
-    (resumed / CHECKPOINT_DIR / FINAL_CHECKPOINT).unlink()
-    for path in (resumed / CHECKPOINT_DIR).glob("step_*.zip"):
-        if int(path.stem.split("_")[1]) > 96:
-            path.unlink()
+    crash_after(resumed, 96)
     assert cli.main(["train", "--resume", str(resumed)]) == 0
 
     for run_dir in (straight, resumed):

@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser(
         "train",
         help="train an agent from a YAML config, or resume a run",
-        description="Train from CONFIG.yaml (see txrl/config.py for every key), or continue "
+        description="Train from CONFIG.yaml (see txrl/config/sections.py and txrl/learners/ for every key), or continue "
         "an interrupted run with --resume RUN_DIR.",
     )
     train.add_argument("config", nargs="?", help="training config (YAML)")

@@ -188,7 +188,7 @@ def evaluate_checkpoint(
 
     from txrl.checkpoint import newest_readable_checkpoint, read_checkpoint
     from txrl.errors import RunError
-    from txrl.train import algo_class, make_eval_env
+    from txrl.run_envs import algo_class, make_eval_env
 
     path = Path(target)
     if path.is_dir():

@@ -1,7 +1,7 @@
 """Training runs: run directory, environments, periodic evaluation, atomic checkpoints, resume.
 
-The agent recipes of :mod:`txrl.agents` wire these parts together; ``txrl train`` and
-``txrl compare`` call the recipes through :func:`train`.
+The agent recipe of :mod:`txrl.agents` wires these parts together; ``txrl train`` and
+``txrl compare`` call it through :func:`train`.
 
 Run directory::
 
@@ -49,7 +49,6 @@ import io
 import json
 import math
 import os
-import pickle
 import sys
 import time
 from collections import defaultdict
@@ -60,16 +59,11 @@ from typing import Any, TextIO
 
 import numpy as np
 import torch
-from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger, configure
 from stable_baselines3.common.vec_env import (
-    DummyVecEnv,
-    SubprocVecEnv,
     VecEnv,
-    VecNormalize,
     sync_envs_normalization,
 )
 
@@ -92,7 +86,6 @@ from txrl.checkpoint import (
 )
 from txrl.config import (
     CONFIG_FILE,
-    ConfigError,
     TrainConfig,
     check_resume_changes,
     dump_yaml,
@@ -101,105 +94,18 @@ from txrl.config import (
 )
 from txrl.errors import RunError
 from txrl.evaluate import EvalResult, evaluate
+from txrl.run_envs import (
+    EVAL_SEED_OFFSET,
+    make_eval_env,
+    make_train_env,
+    restore_envs,
+)
 
 EVAL_LOG = "eval.jsonl"
 RESUME_LOG = "resumes.jsonl"
 TB_DIR = "tb"
-EVAL_SEED_OFFSET = 1_000_000  # eval envs use seeds disjoint from the training envs'
 # A fresh run never overwrites these; a directory with only config.yaml never started.
 RUN_FILES = (EVAL_LOG, TB_DIR, CHECKPOINT_DIR)
-
-#: Learner class of each ``algo`` (attribute of the ``txrl`` package).
-ALGO_CLASSES = {"ppo": "MemoryPPO", "vmpo": "VMPO"}
-
-
-def algo_class(algo: str) -> type[BaseAlgorithm]:
-    """The learner class of ``algo``."""
-    import txrl
-
-    try:
-        return getattr(txrl, ALGO_CLASSES[algo])
-    except (AttributeError, ImportError) as e:
-        raise ConfigError(
-            f"algo {algo!r} needs txrl.{ALGO_CLASSES[algo]}, which this installation cannot import ({e})"
-        ) from e
-
-
-# ---------------------------------------------------------------------------- environments
-
-
-def policy_prefix(encoder: str, observation_space: spaces.Space) -> str:
-    """SB3 policy-name prefix for the observation encoder: Mlp, Cnn or MultiInput."""
-    if encoder == "auto":
-        return "MultiInput" if isinstance(observation_space, spaces.Dict) else "Mlp"
-    return {"mlp": "Mlp", "cnn": "Cnn", "multi_input": "MultiInput"}[encoder]
-
-
-def make_envs(config: TrainConfig, n_envs: int, seed: int, *, subproc: bool = False) -> VecEnv:
-    """``n_envs`` Monitor-wrapped copies of the config's env, seeded ``seed, seed + 1, ...``."""
-    from txrl.envs import make_env_fn
-
-    factory = make_env_fn(
-        config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
-    )
-    if subproc:
-        return make_vec_env(
-            factory,
-            n_envs=n_envs,
-            seed=seed,
-            vec_env_cls=SubprocVecEnv,
-            vec_env_kwargs={"start_method": "forkserver"},
-        )
-    return make_vec_env(factory, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
-
-
-def make_train_env(config: TrainConfig) -> VecEnv:
-    """The training envs (``env.n_envs``), with ``VecNormalize`` when asked for."""
-    env = make_envs(config, config.env.n_envs, config.seed, subproc=config.env.vec_env == "subproc")
-    if config.env.normalize_obs or config.env.normalize_reward:
-        env = VecNormalize(
-            env,
-            norm_obs=config.env.normalize_obs,
-            norm_reward=config.env.normalize_reward,
-            gamma=config.algo_settings.gamma,
-        )
-    return env
-
-
-def make_eval_env(
-    config: TrainConfig, *, episodes: int | None = None, seed: int | None = None
-) -> VecEnv:
-    """Eval envs (in-process); with frozen observation normalisation when training uses it."""
-    episodes = episodes or config.eval.episodes
-    seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
-    env = make_envs(config, min(config.eval.n_envs, episodes), seed)
-    if config.env.normalize_obs:
-        env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False)
-    return env
-
-
-# ---------------------------------------------------------------------------- checkpoints
-
-
-def restore_envs(config: TrainConfig, state: ResumeState) -> tuple[VecEnv, bool]:
-    """Training envs for a resumed run, and whether their exact state was restored."""
-    env: VecEnv | None = None
-    if state.envs is not None and config.env.vec_env == "dummy":
-        with contextlib.suppress(Exception):
-            envs = pickle.loads(state.envs)
-            env = DummyVecEnv([(lambda e=e: e) for e in envs])
-    exact = env is not None
-    if env is None:
-        env = make_envs(
-            config, config.env.n_envs, config.seed, subproc=config.env.vec_env == "subproc"
-        )
-    if state.vec_normalize is not None:
-        vec_normalize: VecNormalize = pickle.loads(state.vec_normalize)
-        vec_normalize.set_venv(env)
-        if state.vec_normalize_returns is not None:
-            vec_normalize.returns = state.vec_normalize_returns.copy()
-        env = vec_normalize
-    return env, exact
 
 
 # ---------------------------------------------------------------------------- the run
@@ -608,22 +514,11 @@ def default_run_dir(config: TrainConfig) -> Path:
 
 
 def recipe(config: TrainConfig) -> Callable[..., TrainResult]:
-    """The agent recipe (``txrl.agents.<name>.main``) that trains ``config``."""
-    import importlib
+    """The agent recipe that trains ``config``: :func:`txrl.agents.recipe.main`, for every
+    learner and backbone."""
+    from txrl.agents.recipe import main
 
-    if config.algo == "vmpo":
-        name = "vmpo_gtrxl"
-    elif config.policy.backbone in ("lstm", "gru"):
-        name = "ppo_lstm"
-    else:
-        name = "ppo_gtrxl"
-    try:
-        module = importlib.import_module(f"txrl.agents.{name}")
-    except ModuleNotFoundError as e:
-        raise ConfigError(
-            f"algo {config.algo!r} has no agent recipe here (txrl.agents.{name})"
-        ) from e
-    return module.main
+    return main
 
 
 def train(

@@ -17,6 +17,8 @@ CORE = {*TRXL_FAMILY, "lstm", "gru"}
 def tolerance(name: str) -> float:
     """1e-5 for the core backbones; 1e-4 for the ablation variants (some sum in other orders)."""
     return 1e-5 if name in CORE else 1e-4
+
+
 # every backbone with its default settings, plus GTrXL with each gate
 CASES = [(name, None) for name in backbone_names()] + [("gtrxl", gate) for gate in GATE_NAMES]
 
