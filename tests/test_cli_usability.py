@@ -68,6 +68,12 @@ def test_resume_skips_a_truncated_checkpoint_names_it_and_sets_it_aside(
     newest.write_bytes(newest.read_bytes()[:2000])
     capsys.readouterr()
 
+    # Evaluation reads the newest readable checkpoint and leaves the bad one where it is.
+    assert cli.main(["eval", str(run_dir), "--episodes", "2", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["timesteps"] == 64 and "using step_000000064.zip instead" in err
+    assert newest.exists()
+
     assert cli.main(["train", "--resume", str(run_dir)]) == 0
     err = capsys.readouterr().err
     assert "step_000000096.zip is not a readable txrl checkpoint" in err

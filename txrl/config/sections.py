@@ -70,7 +70,9 @@ class PolicyConfig:
     """The memory policy: a backbone from :func:`txrl.make_backbone` with actor and critic heads.
 
     Settings left ``null`` take the backbone's own default. A setting the chosen backbone does
-    not have (``gate`` for ``lstm``) is an error.
+    not have (``gate`` for ``lstm``) is an error, unless ``inapplicable: drop`` clears it.
+    With ``algo: recurrent_ppo`` the backbone is sb3-contrib's LSTM: ``hidden_size`` (or
+    ``d_model``), ``n_layers`` and ``net_arch`` apply.
     """
 
     backbone: str = "gtrxl"
