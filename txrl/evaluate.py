@@ -188,7 +188,8 @@ def evaluate_checkpoint(
 
     from txrl.checkpoint import newest_readable_checkpoint, read_checkpoint
     from txrl.errors import RunError
-    from txrl.run_envs import algo_class, make_eval_env
+    from txrl.learners import get_learner
+    from txrl.run_envs import make_eval_env
 
     path = Path(target)
     if path.is_dir():
@@ -209,7 +210,9 @@ def evaluate_checkpoint(
     env = make_eval_env(config, episodes=episodes, seed=seed)
     if config.env.normalize_obs:
         env.obs_rms = pickle.loads(state.vec_normalize).obs_rms  # type: ignore[attr-defined]
-    model = algo_class(config.algo).load(checkpoint, device=config.runtime.device)
+    model = (
+        get_learner(config.algo).algorithm_class().load(checkpoint, device=config.runtime.device)
+    )
     result = evaluate(
         model,
         env,

@@ -11,30 +11,13 @@ from __future__ import annotations
 import contextlib
 import pickle
 
-from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 from txrl.checkpoint import ResumeState
-from txrl.config import ConfigError, TrainConfig
+from txrl.config import TrainConfig
 
 EVAL_SEED_OFFSET = 1_000_000  # eval envs use seeds disjoint from the training envs'
-
-
-def algo_class(algo: str) -> type[BaseAlgorithm]:
-    """The algorithm class of learner ``algo`` (see :mod:`txrl.learners`)."""
-    from txrl.learners import get_learner
-
-    try:
-        learner = get_learner(algo)
-    except ValueError as e:
-        raise ConfigError(str(e)) from e
-    try:
-        return learner.algorithm_class()
-    except (AttributeError, ImportError) as e:
-        raise ConfigError(
-            f"algo {algo!r} needs {learner.algorithm}, which this installation cannot import ({e})"
-        ) from e
 
 
 # ---------------------------------------------------------------------------- environments

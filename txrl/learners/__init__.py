@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from txrl.errors import ConfigError
+
 #: Constructor arguments that are not learner settings: the run wires them from the rest of
 #: the config (``policy``, ``env``, ``seed``, ``runtime``) or they are SB3 plumbing.
 WIRING_ARGUMENTS = frozenset(
@@ -64,7 +66,13 @@ class Learner:
     def algorithm_class(self) -> type:
         """The algorithm class (imports torch and Stable-Baselines3)."""
         module, _, name = self.algorithm.partition(":")
-        return getattr(importlib.import_module(module), name)
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (AttributeError, ImportError) as e:
+            raise ConfigError(
+                f"algo {self.name!r} needs {self.algorithm}, which this installation cannot "
+                f"import ({e})"
+            ) from e
 
     def settings_kwargs(self, settings: Any) -> dict[str, Any]:
         """Keyword arguments of the algorithm's constructor for ``settings``."""
@@ -77,6 +85,8 @@ def _plain(value: Any) -> Any:
 
 _REGISTRY: dict[str, Learner] = {}
 _LOADED = False
+#: Built-in learners first, in this order (then any other module, by name).
+_ORDER = {"ppo": 0, "vmpo": 1}
 
 
 def register_learner(learner: Learner) -> Learner:
@@ -101,10 +111,6 @@ def _load_builtin() -> None:
     ):
         module = importlib.import_module(f"{__name__}.{info.name}")
         register_learner(module.LEARNER)
-
-
-#: Built-in learners first, in this order (then any other module, by name).
-_ORDER = {"ppo": 0, "vmpo": 1}
 
 
 def learner_names() -> list[str]:
