@@ -29,7 +29,8 @@ def resolve(config: TrainConfig) -> TrainConfig:
     if learner.backbones is not None and policy.backbone not in learner.backbones:
         problems.append(
             f"algo {config.algo} trains policy.backbone {' or '.join(learner.backbones)}, "
-            f"got {policy.backbone!r}"
+            f"got {policy.backbone!r} (with policy.inapplicable: drop the settings the new "
+            "backbone does not have are cleared)"
         )
     if not problems:
         problems += _check_backbone_builds(policy, memory_policy=learner.memory_policy)
