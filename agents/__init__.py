@@ -1,9 +1,7 @@
-"""Agent recipes: one readable file per agent family, each ``main(config) -> TrainResult``.
+"""Agent recipes, installed as ``txrl.agents``: readable wiring, no networks or losses.
 
-* :mod:`txrl.agents.ppo_gtrxl`: PPO on GTrXL, TrXL-I, TrXL or any transformer backbone;
-* :mod:`txrl.agents.ppo_lstm`: PPO on the LSTM / GRU baselines;
-* :mod:`txrl.agents.vmpo_gtrxl`: V-MPO on GTrXL (or any backbone).
+* :mod:`txrl.agents.recipe`: one training run of any learner (``algo``) with any memory
+  model (``policy.backbone``): GTrXL-PPO, GTrXL-V-MPO, LSTM-PPO, RecurrentPPO, ...
 
-They wire parts of ``txrl`` together and define no networks or losses of their own;
-``txrl train`` picks the recipe from the config (:func:`txrl.train.recipe`).
+``txrl train`` and ``txrl compare`` call it through :func:`txrl.train.train`.
 """

@@ -1,4 +1,5 @@
-"""Agent recipes: each trains through ``main(config)``, and they define no networks or losses."""
+"""The agent recipe trains every learner through ``main(config)``; recipes define no networks
+or losses."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from txrl.config import TrainConfig
-from txrl.train import algo_class, recipe
+from txrl.learners import get_learner
+from txrl.train import recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p.stem for p in (ROOT / "agents").glob("*.py") if p.stem != "__init__")
@@ -34,29 +36,23 @@ GTRXL = {"backbone": "gtrxl", "n_heads": 2, "memory_length": 4, "gate": "input"}
 
 
 @pytest.mark.parametrize(
-    ("algo", "policy", "module", "policy_class"),
+    ("algo", "policy", "policy_class"),
     [
-        ("ppo", GTRXL, "ppo_gtrxl", "MlpGTrXLPolicy"),
-        (
-            "ppo",
-            {"backbone": "trxl_i", "n_heads": 2, "memory_length": 4},
-            "ppo_gtrxl",
-            "MlpTrXLIPolicy",
-        ),
-        ("ppo", {"backbone": "gru"}, "ppo_lstm", "MlpGruPolicy"),
-        ("vmpo", GTRXL, "vmpo_gtrxl", "MlpGTrXLPolicy"),
+        ("ppo", GTRXL, "MlpGTrXLPolicy"),
+        ("ppo", {"backbone": "trxl_i", "n_heads": 2, "memory_length": 4}, "MlpTrXLIPolicy"),
+        ("ppo", {"backbone": "gru"}, "MlpGruPolicy"),
+        ("ppo", {"backbone": "shaw", "n_heads": 2, "memory_length": 4}, "MlpMemoryPolicy"),
+        ("vmpo", GTRXL, "MlpGTrXLPolicy"),
     ],
 )
-def test_recipe_trains(
-    tmp_path: Path, algo: str, policy: dict, module: str, policy_class: str
-) -> None:
+def test_recipe_trains(tmp_path: Path, algo: str, policy: dict, policy_class: str) -> None:
     config = tiny(algo, **policy)
     main = recipe(config)
-    assert main is importlib.import_module(f"txrl.agents.{module}").main
+    assert main is importlib.import_module("txrl.agents.recipe").main
     result = main(config, tmp_path / "run")
     assert result.timesteps == 64 and result.checkpoint.exists()
     assert result.final_eval["episodes"] == 2 and result.final_eval["success_rate"] is not None
-    model = algo_class(algo).load(result.checkpoint)
+    model = get_learner(algo).algorithm_class().load(result.checkpoint)
     assert type(model.policy).__name__ == policy_class
     assert model.policy.backbone_name == policy["backbone"]
 

@@ -19,6 +19,7 @@ import pytest
 import torch
 import yaml
 
+from tests._runs import tiny
 from txrl import MemoryPPO, cli
 from txrl.train import (
     CHECKPOINT_DIR,
@@ -34,17 +35,10 @@ from txrl.train import (
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# A run that takes seconds: a short passive T-maze, a one-layer GTrXL of width 16.
-TINY: dict[str, Any] = {
-    "name": "tiny",
-    "budget": 384,
-    "env": {"id": "txrl/TMazePassive-v0", "kwargs": {"length": 3}, "n_envs": 2},
-    "policy": {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 8},
-    "ppo": {"n_steps": 16, "batch_size": 32, "segment_length": 8, "n_epochs": 1},
-    "eval": {"every": 128, "episodes": 4, "n_envs": 2},
-    "checkpoint": {"every": 32, "keep": 2},
-    "runtime": {"progress_bar": False, "torch_threads": 1},
-}
+# A run that takes seconds, evaluated three times and checkpointed every rollout.
+TINY: dict[str, Any] = tiny(
+    budget=384, eval={"every": 128, "episodes": 4, "n_envs": 2}, checkpoint={"every": 32, "keep": 2}
+)
 
 
 def write_config(path: Path, **changes: Any) -> Path:

@@ -2,11 +2,15 @@
 
 Bad input (a config key, type or value; a run directory that cannot be used) ends with a
 message naming what is wrong and what is valid, exit status 2, before any training starts.
+Arguments and configs are checked before torch is imported, so ``--help`` and mistakes
+answer at once. Each subcommand is a ``_<name>(args) -> exit status`` handler registered in
+:func:`build_parser`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -17,21 +21,25 @@ from pathlib import Path
 def _demo(args: argparse.Namespace) -> int:
     import torch
 
-    from txrl import make_backbone
+    from txrl.nn import backbone_config_class, backbone_names, make_backbone
 
+    names = backbone_names()
+    if args.backbone not in names:
+        raise UsageError(f"--backbone must be one of {', '.join(names)}, got {args.backbone!r}")
+    fields = {f.name for f in dataclasses.fields(backbone_config_class(args.backbone))}
+    if args.memory_length is not None and "memory_length" not in fields:
+        raise UsageError(
+            f"--memory-length does not apply to backbone {args.backbone!r} (it keeps no "
+            "window of past steps); leave it out"
+        )
+    wanted = {"d_model": 64, "n_layers": 2, "n_heads": 4, "memory_length": args.memory_length or 16}
+    settings = {k: v for k, v in wanted.items() if k in fields}
     torch.manual_seed(args.seed)
-    backbone = make_backbone(
-        args.backbone,
-        input_dim=8,
-        d_model=64,
-        n_layers=2,
-        n_heads=4,
-        memory_length=args.memory_length,
-    ).eval()
+    backbone = make_backbone(args.backbone, input_dim=8, **settings).eval()
     n_envs = 4
     state = backbone.initial_state(n_envs)
-    xs = torch.randn(args.steps, n_envs, 8)
-    starts = torch.zeros(args.steps, n_envs, dtype=torch.bool)
+    xs = torch.randn(args.steps, n_envs, 8)  # (T, B, 8)
+    starts = torch.zeros(args.steps, n_envs, dtype=torch.bool)  # (T, B)
     starts[0] = True
     starts[args.steps // 2, 0] = True  # env 0 begins a new episode half-way
     outputs = []
@@ -44,36 +52,49 @@ def _demo(args: argparse.Namespace) -> int:
         y_seq, _ = backbone(xs, backbone.initial_state(n_envs), starts)
     gap = (torch.cat(outputs) - y_seq).abs().max().item()
     params = sum(p.numel() for p in backbone.parameters())
-    print(f"{args.backbone}: {params} parameters, memory {args.memory_length}, {n_envs} envs")
+    shown = ", ".join(f"{k} {v}" for k, v in settings.items())
+    print(f"{args.backbone}: {params} parameters ({shown}), {n_envs} envs")
     print(f"stepped {args.steps} steps at {per_step * 1e3:.2f} ms/step")
     print(f"max |step-by-step - whole sequence| = {gap:.2e}")
     return 0
 
 
 def _train(args: argparse.Namespace) -> int:
-    from txrl.config import load_train_config
-    from txrl.train import TB_DIR, default_run_dir, is_finished, read_run_config, train
+    # Arguments and the config are checked before torch is imported (txrl.train imports it):
+    # a mistake is reported in a fraction of a second.
+    from txrl.config import load_train_config, read_run_config, resume_config
 
     if args.resume is not None:
-        if args.config is not None or args.set or args.run_dir is not None:
+        if args.config is not None or args.run_dir is not None:
             raise UsageError(
-                "--resume RUN_DIR continues a run with its own config: give no CONFIG, --set or --run-dir"
+                "--resume RUN_DIR continues a run with its own config: give no CONFIG or "
+                "--run-dir (--set may change budget, eval.*, checkpoint.* and runtime.*)"
             )
-        config = read_run_config(args.resume)
         run_dir = Path(args.resume)
-        if is_finished(run_dir):
-            print(f"{run_dir} is finished (checkpoints/final.zip exists): nothing to resume")
+        stored = read_run_config(run_dir)
+        config = resume_config(stored, args.set)
+        if config == stored and (run_dir / "checkpoints" / "final.zip").exists():
+            print(
+                f"{run_dir} is finished (checkpoints/final.zip exists): nothing to resume; "
+                "to train it further: --set budget=N"
+            )
             return 0
     elif args.config is None:
         raise UsageError("give a CONFIG.yaml to train, or --resume RUN_DIR")
     else:
         config = load_train_config(args.config, args.set)
-        run_dir = Path(args.run_dir) if args.run_dir is not None else default_run_dir(config)
+        run_dir = Path(args.run_dir) if args.run_dir is not None else None
+
+    from txrl.config import resolve
+    from txrl.train import TB_DIR, default_run_dir, train
+
+    config = resolve(config)
+    run_dir = run_dir or default_run_dir(config)
     verb = "resuming" if args.resume is not None else "training"
     print(
         f"{verb} {config.name} ({config.algo}, {config.policy.backbone}) on {config.env.id} in {run_dir}"
     )
-    print(f"follow it with: tensorboard --logdir {run_dir / TB_DIR}")
+    print(f"follow it with: tensorboard --logdir {run_dir / TB_DIR}", flush=True)
     result = train(config, run_dir, resume=args.resume is not None)
     print(f"trained {result.timesteps} steps in {result.wall_time_s:.0f} s", end="")
     print(f" (resumed from step {result.resumed_from})" if result.resumed_from is not None else "")
@@ -159,6 +180,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="txrl", description="Transformer memory for RL agents.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -166,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser(
         "train",
         help="train an agent from a YAML config, or resume a run",
-        description="Train from CONFIG.yaml (see txrl/config.py for every key), or continue "
+        description="Train from CONFIG.yaml (see txrl/config/sections.py and txrl/learners/ for every key), or continue "
         "an interrupted run with --resume RUN_DIR.",
     )
     train.add_argument("config", nargs="?", help="training config (YAML)")
@@ -176,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="override a setting, e.g. --set ppo.learning_rate=1e-4 --set env.kwargs.length=20 "
-        "(VALUE is YAML; repeatable)",
+        "(VALUE is YAML; repeatable); with --resume: budget, eval.*, checkpoint.*, runtime.*",
     )
     train.add_argument("--run-dir", help="run directory (default: runs/<name>-<date-time>)")
     train.add_argument(
@@ -245,17 +276,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="build a memory backbone and step it, checking step == sequence"
     )
-    demo.add_argument("--backbone", default="gtrxl")
-    demo.add_argument("--memory-length", type=int, default=16)
-    demo.add_argument("--steps", type=int, default=64)
+    demo.add_argument("--backbone", default="gtrxl", help="any name of txrl.backbone_names()")
+    demo.add_argument(
+        "--memory-length",
+        type=_non_negative_int,
+        help="steps of memory (backbones that keep a window; default 16)",
+    )
+    demo.add_argument("--steps", type=_positive_int, default=64, help="steps to run (>= 1)")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_demo)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from txrl.config import ConfigError
-    from txrl.train import RunError
+    from txrl.errors import ConfigError, RunError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -42,9 +42,17 @@ from typing import Any
 import numpy as np
 import yaml
 
-from txrl.config import CompareConfig, ConfigError, TrainConfig, dump_yaml, to_plain
+from txrl.config import (
+    CONFIG_FILE,
+    CompareConfig,
+    ConfigError,
+    TrainConfig,
+    dump_yaml,
+    resolve,
+    to_plain,
+)
 from txrl.evaluate import bootstrap_ci, iqm
-from txrl.train import CONFIG_FILE, EVAL_LOG, is_finished, latest_checkpoint, read_eval_log
+from txrl.train import EVAL_LOG, is_finished, latest_checkpoint, read_eval_log
 
 TRAIN_LOG = "train.log"
 
@@ -75,8 +83,17 @@ def plan(config: CompareConfig, out_dir: Path) -> list[RunSpec]:
     Each run trains with one torch thread, no progress bar and no console tables; a run
     directory that holds a run of another config is an error (nothing is overwritten).
     """
+    variants = config.variants()
+    problems = []
+    for variant in variants:  # the checks that build a backbone and an env, once per variant
+        try:
+            resolve(variant.config)
+        except ConfigError as e:
+            problems += [f"variant {variant.name}: {p}" for p in e.problems]
+    if problems:
+        raise ConfigError(problems)
     specs = []
-    for variant in config.variants():
+    for variant in variants:
         for seed in config.seeds:
             data = variant.config.to_dict()
             data["seed"] = seed

@@ -17,7 +17,6 @@ normal approximation is not); the mean return's is a percentile bootstrap. Acros
 from __future__ import annotations
 
 import math
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,15 +179,21 @@ __all__ = [
 
 
 def resolve_checkpoint(target: str | Path) -> Path:
-    """A checkpoint file as given, or a run directory's final (else latest) checkpoint."""
-    from txrl.train import RunError, latest_checkpoint
+    """A checkpoint file as given, or a run directory's newest readable checkpoint (the final
+    one when the run finished); an unreadable newer one is named on stderr and skipped."""
+    import sys
+
+    from txrl.checkpoint import newest_readable_checkpoint
+    from txrl.errors import RunError
 
     path = Path(target)
     if path.is_dir():
-        checkpoint = latest_checkpoint(path)
-        if checkpoint is None:
-            raise RunError(f"{path} holds no checkpoint yet (looked in {path / 'checkpoints'})")
-        return checkpoint
+        found = newest_readable_checkpoint(
+            path, set_aside=False, warn=lambda m: print(f"warning: {m}", file=sys.stderr)
+        )
+        if found is None:
+            raise RunError(f"{path} holds no readable checkpoint (looked in {path / 'checkpoints'})")
+        return found[0]
     if path.is_file():
         return path
     raise RunError(f"{path} is neither a run directory nor a checkpoint file")
@@ -196,24 +201,24 @@ def resolve_checkpoint(target: str | Path) -> Path:
 
 def load_checkpoint_model(checkpoint: Path, config: TrainConfig) -> BaseAlgorithm:
     """The trained model of ``checkpoint`` (made with ``config``), on the config's device."""
-    from txrl.train import algo_class
+    from txrl.learners import get_learner
 
-    return algo_class(config.algo).load(checkpoint, device=config.runtime.device)
+    return get_learner(config.algo).algorithm_class().load(checkpoint, device=config.runtime.device)
 
 
 def make_checkpoint_eval_env(
     checkpoint: Path, config: TrainConfig, *, episodes: int, seed: int | None = None
 ) -> VecEnv:
-    """Eval envs of ``config`` (see :func:`txrl.train.make_eval_env`), with the observation
+    """Eval envs of ``config`` (see :func:`txrl.run_envs.make_eval_env`), with the observation
     normalisation statistics frozen at the checkpoint's values when training used them."""
     import pickle
 
-    from txrl.train import RESUME_MEMBER, make_eval_env
+    from txrl.checkpoint import read_resume_state
+    from txrl.run_envs import make_eval_env
 
     env = make_eval_env(config, episodes=episodes, seed=seed)
     if config.env.normalize_obs:
-        with zipfile.ZipFile(checkpoint) as archive:
-            state = pickle.loads(archive.read(RESUME_MEMBER))
+        state = read_resume_state(checkpoint)
         env.obs_rms = pickle.loads(state.vec_normalize).obs_rms  # type: ignore[attr-defined]
     return env
 
@@ -231,7 +236,7 @@ def evaluate_checkpoint(
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
     eval seeds used during training. Returns :meth:`EvalResult.summary` plus where from.
     """
-    from txrl.train import read_checkpoint_config
+    from txrl.checkpoint import read_checkpoint_config
 
     checkpoint = resolve_checkpoint(target)
     config = read_checkpoint_config(checkpoint)

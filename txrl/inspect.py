@@ -342,7 +342,7 @@ def _figure_class() -> Any:
 
 
 def _save_figure(fig: Any, path: Path) -> None:
-    from txrl.train import atomic_write
+    from txrl.checkpoint import atomic_write
 
     data = io.BytesIO()
     fig.savefig(data, format="png", dpi=110, bbox_inches="tight")
@@ -591,7 +591,7 @@ def inspect_run(
     behind them), ``summary.png`` and ``summary.json``, and with ``video`` ``episode_<i>.mp4``.
     """
     from txrl.evaluate import load_checkpoint_model, make_checkpoint_eval_env, resolve_checkpoint
-    from txrl.train import atomic_write, read_checkpoint_config
+    from txrl.checkpoint import atomic_write, read_checkpoint_config
 
     if episodes < 1:
         raise InspectError(f"episodes must be >= 1, got {episodes}")

@@ -1,7 +1,7 @@
 """Training runs: run directory, environments, periodic evaluation, atomic checkpoints, resume.
 
-The agent recipes of :mod:`txrl.agents` wire these parts together; ``txrl train`` and
-``txrl compare`` call the recipes through :func:`train`.
+The agent recipe of :mod:`txrl.agents` wires these parts together; ``txrl train`` and
+``txrl compare`` call it through :func:`train`.
 
 Run directory::
 
@@ -13,12 +13,9 @@ Run directory::
       checkpoints/step_<T>.zip       periodic checkpoints at env step T (the last ``keep``)
       checkpoints/final.zip          written last: the run is finished
 
-A checkpoint is one zip file: SB3's own model archive (``MemoryPPO.load`` opens it) with
-txrl's resume state and the config added as ``txrl/resume.pkl`` and ``txrl/config.yaml``.
-It is written to a temporary file in the same directory, fsynced and moved into place with
-``os.replace``, so a crash (even ``kill -9``) leaves either the previous checkpoint or the
-new one, never a torn file. Checkpoints and evaluations happen between rollouts, where the
-learner's state is consistent (the previous update done, the next rollout not begun).
+A checkpoint is one zip file, written atomically between rollouts, where the learner's
+state is consistent (the previous update done, the next rollout not begun); its format is
+:mod:`txrl.checkpoint`'s.
 
 What resume restores (``txrl train --resume RUN_DIR``) from the last checkpoint:
 
@@ -35,9 +32,12 @@ What resume restores (``txrl train --resume RUN_DIR``) from the last checkpoint:
   says which happened.
 
 What it cannot restore: work after the last checkpoint is redone (up to
-``checkpoint.every`` steps), so TensorBoard holds those steps twice (the resumed run's
-points follow the restored step count in the same ``tb/`` directory: no gap and no restart
-from zero). The eval log is cut back to the checkpoint, so it holds each evaluation once.
+``checkpoint.every`` steps). The eval log is cut back to the checkpoint and so are the
+TensorBoard files (their events after the checkpoint's step are dropped), so both hold each
+step once, in order, and the resumed run's points continue them in the same ``tb/``
+directory (the ``train/`` values of the update just before the checkpoint, which SB3 logs
+with the next rollout, are the one point missing). A checkpoint that cannot be read (a truncated copy) is named, set aside as
+``<name>.corrupt`` and the newest readable one used (:mod:`txrl.checkpoint`).
 With dummy envs and deterministic torch kernels (CPU), a resumed run reproduces the
 uninterrupted one; ``tests/test_cli.py`` checks that.
 """
@@ -47,262 +47,65 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
-import pickle
-import random
-import re
+import sys
 import time
-import zipfile
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import torch
-import yaml
-from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import Logger, configure
 from stable_baselines3.common.vec_env import (
-    DummyVecEnv,
-    SubprocVecEnv,
     VecEnv,
-    VecEnvWrapper,
-    VecNormalize,
     sync_envs_normalization,
 )
 
-from txrl.config import ConfigError, TrainConfig, dump_yaml
+from txrl.checkpoint import (
+    CHECKPOINT_DIR,
+    FINAL_CHECKPOINT,
+    CheckpointError,
+    ResumeState,
+    atomic_write,
+    find_vec_normalize,
+    is_finished,
+    latest_checkpoint,
+    newest_readable_checkpoint,
+    periodic_checkpoints,
+    periodic_path,
+    read_checkpoint_config,
+    read_resume_state,
+    restore_rng,
+    save_checkpoint,
+)
+from txrl.config import (
+    CONFIG_FILE,
+    TrainConfig,
+    check_resume_changes,
+    dump_yaml,
+    read_run_config,
+    resolve,
+)
+from txrl.errors import RunError
 from txrl.evaluate import EvalResult, evaluate
+from txrl.run_envs import (
+    EVAL_SEED_OFFSET,
+    make_eval_env,
+    make_train_env,
+    restore_envs,
+)
 
-CONFIG_FILE = "config.yaml"
 EVAL_LOG = "eval.jsonl"
 RESUME_LOG = "resumes.jsonl"
 TB_DIR = "tb"
-CHECKPOINT_DIR = "checkpoints"
-FINAL_CHECKPOINT = "final.zip"
-RESUME_MEMBER = "txrl/resume.pkl"
-CONFIG_MEMBER = "txrl/config.yaml"
-EVAL_SEED_OFFSET = 1_000_000  # eval envs use seeds disjoint from the training envs'
 # A fresh run never overwrites these; a directory with only config.yaml never started.
 RUN_FILES = (EVAL_LOG, TB_DIR, CHECKPOINT_DIR)
-_STEP_FILE = re.compile(r"^step_(\d+)\.zip$")
-
-#: Learner class of each ``algo`` (attribute of the ``txrl`` package).
-ALGO_CLASSES = {"ppo": "MemoryPPO", "vmpo": "VMPO"}
-
-
-class RunError(RuntimeError):
-    """A run directory cannot be used as asked (exists, missing, finished, ...)."""
-
-
-def algo_class(algo: str) -> type[BaseAlgorithm]:
-    """The learner class of ``algo``."""
-    import txrl
-
-    try:
-        return getattr(txrl, ALGO_CLASSES[algo])
-    except (AttributeError, ImportError) as e:
-        raise ConfigError(
-            f"algo {algo!r} needs txrl.{ALGO_CLASSES[algo]}, which this installation cannot import ({e})"
-        ) from e
-
-
-# ---------------------------------------------------------------------------- environments
-
-
-def policy_prefix(encoder: str, observation_space: spaces.Space) -> str:
-    """SB3 policy-name prefix for the observation encoder: Mlp, Cnn or MultiInput."""
-    if encoder == "auto":
-        return "MultiInput" if isinstance(observation_space, spaces.Dict) else "Mlp"
-    return {"mlp": "Mlp", "cnn": "Cnn", "multi_input": "MultiInput"}[encoder]
-
-
-def make_envs(config: TrainConfig, n_envs: int, seed: int, *, subproc: bool = False) -> VecEnv:
-    """``n_envs`` Monitor-wrapped copies of the config's env, seeded ``seed, seed + 1, ...``."""
-    from txrl.envs import make_env_fn
-
-    factory = make_env_fn(
-        config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
-    )
-    if subproc:
-        return make_vec_env(
-            factory,
-            n_envs=n_envs,
-            seed=seed,
-            vec_env_cls=SubprocVecEnv,
-            vec_env_kwargs={"start_method": "forkserver"},
-        )
-    return make_vec_env(factory, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
-
-
-def make_train_env(config: TrainConfig) -> VecEnv:
-    """The training envs (``env.n_envs``), with ``VecNormalize`` when asked for."""
-    env = make_envs(config, config.env.n_envs, config.seed, subproc=config.env.vec_env == "subproc")
-    if config.env.normalize_obs or config.env.normalize_reward:
-        env = VecNormalize(
-            env,
-            norm_obs=config.env.normalize_obs,
-            norm_reward=config.env.normalize_reward,
-            gamma=config.algo_settings.gamma,
-        )
-    return env
-
-
-def make_eval_env(
-    config: TrainConfig, *, episodes: int | None = None, seed: int | None = None
-) -> VecEnv:
-    """Eval envs (in-process); with frozen observation normalisation when training uses it."""
-    episodes = episodes or config.eval.episodes
-    seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
-    env = make_envs(config, min(config.eval.n_envs, episodes), seed)
-    if config.env.normalize_obs:
-        env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False)
-    return env
-
-
-def _base_vec_env(env: VecEnv) -> VecEnv:
-    while isinstance(env, VecEnvWrapper):
-        env = env.venv
-    return env
-
-
-def _find_vec_normalize(env: VecEnv) -> VecNormalize | None:
-    while isinstance(env, VecEnvWrapper):
-        if isinstance(env, VecNormalize):
-            return env
-        env = env.venv
-    return None
-
-
-# ---------------------------------------------------------------------------- checkpoints
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@dataclass
-class ResumeState:
-    """What a checkpoint holds besides SB3's model archive (see the module docstring)."""
-
-    num_timesteps: int
-    last_obs: Any  # np.ndarray or dict of them, as the learner last saw them
-    last_episode_starts: np.ndarray  # (B,) bool
-    memory: tuple[np.ndarray, ...] | None  # model.get_memory(), env on axis 0
-    rng: dict[str, Any]  # python / numpy / torch generator states
-    envs: bytes | None  # the in-process envs (pickled), None when they could not be
-    vec_normalize: bytes | None  # pickled VecNormalize (statistics), None without it
-    vec_normalize_returns: np.ndarray | None = None  # its running returns (not in its pickle)
-
-
-def capture_rng() -> dict[str, Any]:
-    state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def capture_resume_state(model: BaseAlgorithm) -> ResumeState:
-    """The resume state of ``model`` and its envs, between rollouts."""
-    import cloudpickle
-
-    env = model.get_env()
-    assert env is not None
-    base = _base_vec_env(env)
-    envs = None
-    if isinstance(base, DummyVecEnv):
-        with contextlib.suppress(Exception):  # an env that cannot be pickled restarts instead
-            envs = cloudpickle.dumps(base.envs)
-    vec_normalize = _find_vec_normalize(env)
-    return ResumeState(
-        num_timesteps=int(model.num_timesteps),
-        last_obs=model._last_obs,
-        last_episode_starts=np.asarray(model._last_episode_starts).copy(),
-        memory=model.get_memory(),  # type: ignore[attr-defined]  # txrl learners have it
-        rng=capture_rng(),
-        envs=envs,
-        vec_normalize=pickle.dumps(vec_normalize) if vec_normalize is not None else None,
-        vec_normalize_returns=None if vec_normalize is None else vec_normalize.returns.copy(),
-    )
-
-
-def save_checkpoint(model: BaseAlgorithm, path: Path, config: TrainConfig) -> None:
-    """One self-contained checkpoint file, written atomically (see the module docstring)."""
-    buffer = io.BytesIO()
-    model.save(buffer)
-    with zipfile.ZipFile(buffer, mode="a") as archive:
-        archive.writestr(RESUME_MEMBER, pickle.dumps(capture_resume_state(model)))
-        archive.writestr(CONFIG_MEMBER, dump_yaml(config.to_dict()))
-    atomic_write(path, buffer.getvalue())
-
-
-def read_resume_state(path: Path) -> ResumeState:
-    """The resume state stored in checkpoint ``path``."""
-    with zipfile.ZipFile(path) as archive:
-        return pickle.loads(archive.read(RESUME_MEMBER))
-
-
-def read_checkpoint_config(path: Path) -> TrainConfig:
-    """The config a checkpoint was made with."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            text = archive.read(CONFIG_MEMBER).decode()
-    except (OSError, KeyError, zipfile.BadZipFile) as e:
-        raise RunError(f"{path} is not a txrl checkpoint: {e}") from e
-    return TrainConfig.from_dict(yaml.safe_load(text))
-
-
-def restore_envs(config: TrainConfig, state: ResumeState) -> tuple[VecEnv, bool]:
-    """Training envs for a resumed run, and whether their exact state was restored."""
-    env: VecEnv | None = None
-    if state.envs is not None and config.env.vec_env == "dummy":
-        with contextlib.suppress(Exception):
-            envs = pickle.loads(state.envs)
-            env = DummyVecEnv([(lambda e=e: e) for e in envs])
-    exact = env is not None
-    if env is None:
-        env = make_envs(
-            config, config.env.n_envs, config.seed, subproc=config.env.vec_env == "subproc"
-        )
-    if state.vec_normalize is not None:
-        vec_normalize: VecNormalize = pickle.loads(state.vec_normalize)
-        vec_normalize.set_venv(env)
-        if state.vec_normalize_returns is not None:
-            vec_normalize.returns = state.vec_normalize_returns.copy()
-        env = vec_normalize
-    return env, exact
 
 
 # ---------------------------------------------------------------------------- the run
@@ -353,27 +156,6 @@ def read_eval_log(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The final checkpoint if the run finished, else the periodic one with the highest step."""
-    directory = Path(run_dir) / CHECKPOINT_DIR
-    if (directory / FINAL_CHECKPOINT).exists():
-        return directory / FINAL_CHECKPOINT
-    periodic = _periodic_checkpoints(directory)
-    return periodic[-1] if periodic else None
-
-
-def _periodic_checkpoints(directory: Path) -> list[Path]:
-    """``step_<T>.zip`` files by increasing T (temporary files never match the pattern)."""
-    if not directory.exists():
-        return []
-    steps = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _STEP_FILE.match(p.name))]
-    return [p for _, p in sorted(steps)]
-
-
-def is_finished(run_dir: Path) -> bool:
-    return (Path(run_dir) / CHECKPOINT_DIR / FINAL_CHECKPOINT).exists()
-
-
 @dataclass
 class Run:
     """One run directory and the bookkeeping of a training session in it."""
@@ -393,9 +175,21 @@ class Run:
 
     @classmethod
     def open(
-        cls, config: TrainConfig, run_dir: str | Path | None = None, *, resume: bool = False
+        cls,
+        config: TrainConfig,
+        run_dir: str | Path | None = None,
+        *,
+        resume: bool = False,
+        warn: Callable[[str], None] | None = None,
     ) -> Run:
-        """Create a fresh run directory, or reopen one to resume (see :func:`train`)."""
+        """Create a fresh run directory, or reopen one to resume (see :func:`train`).
+
+        A resumed run may be given a config that differs from its own in the keys of
+        :data:`txrl.config.RESUME_KEYS` (a larger budget continues a finished run). An
+        unreadable checkpoint is reported through ``warn``, set aside, and the newest
+        readable one used instead.
+        """
+        warn = warn or _warn
         if config.runtime.torch_threads is not None:
             torch.set_num_threads(config.runtime.torch_threads)
         run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config)
@@ -410,21 +204,39 @@ class Run:
             return cls(config, run_dir)
         stored = read_run_config(run_dir)
         if stored != config:
-            raise RunError(f"{run_dir} was made with a different config; resume it with its own")
-        if is_finished(run_dir):
-            raise RunError(f"run {run_dir} is already finished ({FINAL_CHECKPOINT} exists)")
+            check_resume_changes(stored, config)
         for stale in [*run_dir.glob(".*.tmp-*"), *run_dir.glob(f"{CHECKPOINT_DIR}/.*.tmp-*")]:
             stale.unlink()  # a write that a crash cut short; the file it was for is intact
         run = cls(config, run_dir)
-        run.checkpoint = latest_checkpoint(run_dir)
-        if run.checkpoint is None:
+        had_checkpoints = latest_checkpoint(run_dir) is not None
+        found = newest_readable_checkpoint(run_dir, set_aside=True, warn=warn)
+        if found is None and had_checkpoints:
+            raise RunError(
+                f"no checkpoint of {run_dir} can be read (see the warnings above); nothing was "
+                "changed: restore a checkpoint from a copy, or train anew in another --run-dir"
+            )
+        if found is not None and found[0].name == FINAL_CHECKPOINT:
+            step = found[1].num_timesteps
+            if config.budget <= step:
+                raise RunError(
+                    f"run {run_dir} is already finished at step {step} ({FINAL_CHECKPOINT} exists); "
+                    f"to train it further raise its budget: --set budget=N with N > {step}"
+                )
+            # A larger budget: the final checkpoint becomes the periodic one it continues from.
+            periodic = periodic_path(run_dir, step)
+            os.replace(found[0], periodic)
+            found = (periodic, found[1])
+        if stored != config:
+            atomic_write(run_dir / CONFIG_FILE, dump_yaml(config.to_dict()).encode())
+        if found is None:
             # Killed before its first checkpoint: start over in the same directory.
             run.eval_log.truncate(-1)
             _clear_dir(run_dir / TB_DIR)
             return run
-        run.resume_state = read_resume_state(run.checkpoint)
+        run.checkpoint, run.resume_state = found
         step = run.resume_state.num_timesteps
         run.eval_log.truncate(step)
+        truncate_tensorboard(run_dir / TB_DIR, step)
         run.last_checkpoint = step
         done = [e["timesteps"] for e in run.eval_log.read()]
         run.last_eval = max(done) if done else None
@@ -466,9 +278,12 @@ class Run:
         formats = ["tensorboard"] + (["stdout"] if self.config.runtime.verbose >= 1 else [])
         return configure(str(self.run_dir / TB_DIR), formats)
 
-    def callbacks(self, eval_env: VecEnv) -> BaseCallback:
-        """Evaluation and checkpoints between rollouts."""
-        return BetweenRollouts(self, eval_env)
+    def callbacks(self, eval_env: VecEnv) -> list[BaseCallback]:
+        """Evaluation and checkpoints between rollouts; progress over the whole budget."""
+        callbacks: list[BaseCallback] = [BetweenRollouts(self, eval_env)]
+        if self.config.runtime.progress_bar:
+            callbacks.append(Progress(self))
+        return callbacks
 
     def remaining(self, model: BaseAlgorithm) -> int:
         """Env steps left in the budget, for ``learn(..., reset_num_timesteps=False)``."""
@@ -488,7 +303,7 @@ class Run:
         """Evaluate, log to TensorBoard (``eval/...``) and append to the eval log."""
         step = int(model.num_timesteps)
         train_env = model.get_env()
-        if _find_vec_normalize(eval_env) is not None and train_env is not None:
+        if find_vec_normalize(eval_env) is not None and train_env is not None:
             sync_envs_normalization(train_env, eval_env)
         # Same seeds at every evaluation: each one plays the same episode set-ups.
         eval_env.seed(self.config.seed + EVAL_SEED_OFFSET)
@@ -496,11 +311,12 @@ class Run:
             model, eval_env, self.config.eval.episodes, deterministic=self.config.eval.deterministic
         )
         summary = result.summary()
-        model.logger.record("eval/mean_reward", summary["mean_return"])
-        model.logger.record("eval/mean_ep_length", summary["mean_length"])
-        if summary["success_rate"] is not None:
-            model.logger.record("eval/success_rate", summary["success_rate"])
-        model.logger.dump(step)
+        with _only_these_values(model.logger):
+            model.logger.record("eval/mean_reward", summary["mean_return"])
+            model.logger.record("eval/mean_ep_length", summary["mean_length"])
+            if summary["success_rate"] is not None:
+                model.logger.record("eval/success_rate", summary["success_rate"])
+            model.logger.dump(step)
         self.eval_log.append(
             {"timesteps": step, **summary, "wall_time_s": round(self.elapsed(), 3)}
         )
@@ -514,7 +330,7 @@ class Run:
         self.last_checkpoint = step
         keep = self.config.checkpoint.keep
         if keep:
-            for old in _periodic_checkpoints(path.parent)[:-keep]:
+            for old in periodic_checkpoints(path.parent)[:-keep]:
                 old.unlink(missing_ok=True)
         return path
 
@@ -567,6 +383,123 @@ class BetweenRollouts(BaseCallback):
         return True
 
 
+class Progress(BaseCallback):
+    """Progress over the run's whole budget, counted from step 0 even after a resume.
+
+    On a terminal: a bar (tqdm) that starts at the step the session resumed from. Otherwise
+    (output to a file, as on a cluster): a line every ``runtime.progress_every`` seconds with
+    the step, the steps per second of this session and the latest evaluation.
+    """
+
+    def __init__(self, run: Run, stream: TextIO | None = None) -> None:
+        super().__init__()
+        self.run = run
+        self.stream = stream
+        self.bar: Any = None
+        self.began = 0.0
+        self.first_step = 0
+        self.last_line = 0.0
+
+    def _on_training_start(self) -> None:
+        stream = self.stream or sys.stdout
+        self.first_step = int(self.model.num_timesteps)
+        self.began = self.last_line = time.monotonic()
+        if stream.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=self.run.config.budget,
+                initial=self.first_step,
+                unit="step",
+                dynamic_ncols=True,
+            )
+        else:
+            self._line()
+
+    def _on_step(self) -> bool:
+        if self.bar is not None:
+            self.bar.update(self.training_env.num_envs)
+        elif time.monotonic() - self.last_line >= self.run.config.runtime.progress_every:
+            self._line()
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            self._line()
+
+    def _line(self) -> None:
+        now = time.monotonic()
+        self.last_line = now
+        step, budget = int(self.model.num_timesteps), self.run.config.budget
+        rate = (step - self.first_step) / max(now - self.began, 1e-9)
+        parts = [f"step {step:,}/{budget:,} ({100 * min(step / budget, 1):.0f}%)"]
+        if step > self.first_step:
+            left = max(budget - step, 0) / rate if rate > 0 else math.inf
+            parts.append(f"{rate:,.0f} steps/s, {_duration(left)} left")
+        entries = self.run.eval_log.read()
+        if entries:
+            last = entries[-1]
+            shown = f"return {last['mean_return']:.3f}"
+            if last.get("success_rate") is not None:
+                shown = f"success {last['success_rate']:.3f}, {shown}"
+            parts.append(f"eval at {last['timesteps']:,}: {shown}")
+        print(" | ".join(parts), file=self.stream or sys.stdout, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+@contextlib.contextmanager
+def _only_these_values(logger: Logger) -> Any:
+    """Dump only what is recorded inside the block; values recorded before wait for their
+    own dump. An evaluation dumps at a step that the learner's own dump also reaches, so
+    without this its pending ``train/`` values would land on that step twice."""
+    pending = (logger.name_to_value, logger.name_to_count, logger.name_to_excluded)
+    logger.name_to_value, logger.name_to_count = defaultdict(float), defaultdict(int)
+    logger.name_to_excluded = {}
+    try:
+        yield
+    finally:
+        logger.name_to_value, logger.name_to_count, logger.name_to_excluded = pending
+
+
+def truncate_tensorboard(tb_dir: Path, step: int) -> None:
+    """Drop every event after ``step`` from the TensorBoard files of ``tb_dir`` (atomically).
+
+    A resumed run redoes the steps after its checkpoint; without this TensorBoard would hold
+    them twice (and out of order). Events without a step (file headers) are kept.
+    """
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    for path in sorted(tb_dir.glob("events.out.tfevents.*")):
+        kept, dropped = [], 0
+        for record in RawEventFileLoader(str(path)).Load():  # stops at a record cut short
+            event = event_pb2.Event.FromString(record)
+            if event.HasField("summary") and event.step > step:
+                dropped += 1
+            else:
+                kept.append(record)
+        if dropped:
+            buffer = io.BytesIO()
+            writer = RecordWriter(buffer)
+            for record in kept:
+                writer.write(record)
+            atomic_write(path, buffer.getvalue())
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
 def _clear_dir(directory: Path) -> None:
     if directory.exists():
         for p in sorted(directory.rglob("*"), reverse=True):
@@ -577,34 +510,15 @@ def default_run_dir(config: TrainConfig) -> Path:
     return Path("runs") / f"{config.name or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def read_run_config(run_dir: str | Path) -> TrainConfig:
-    """The resolved config of a run directory."""
-    path = Path(run_dir) / CONFIG_FILE
-    if not path.exists():
-        raise RunError(f"{run_dir} is not a txrl run directory (no {CONFIG_FILE})")
-    return TrainConfig.from_dict(yaml.safe_load(path.read_text()))
-
-
 # ---------------------------------------------------------------------------- entry point
 
 
 def recipe(config: TrainConfig) -> Callable[..., TrainResult]:
-    """The agent recipe (``txrl.agents.<name>.main``) that trains ``config``."""
-    import importlib
+    """The agent recipe that trains ``config``: :func:`txrl.agents.recipe.main`, for every
+    learner and backbone."""
+    from txrl.agents.recipe import main
 
-    if config.algo == "vmpo":
-        name = "vmpo_gtrxl"
-    elif config.policy.backbone in ("lstm", "gru"):
-        name = "ppo_lstm"
-    else:
-        name = "ppo_gtrxl"
-    try:
-        module = importlib.import_module(f"txrl.agents.{name}")
-    except ModuleNotFoundError as e:
-        raise ConfigError(
-            f"algo {config.algo!r} has no agent recipe here (txrl.agents.{name})"
-        ) from e
-    return module.main
+    return main
 
 
 def train(
@@ -613,6 +527,36 @@ def train(
     """Train ``config`` in ``run_dir`` (default ``runs/<name>-<time>``) with its agent recipe.
 
     ``resume=True`` continues the run in ``run_dir`` from its last checkpoint (see the
-    module docstring for what that restores); ``config`` must be the run's own.
+    module docstring for what that restores); ``config`` must be the run's own, changed at
+    most in :data:`txrl.config.RESUME_KEYS` (a larger budget extends a finished run).
+    The checks that need the backbone registry, the env or the device run first
+    (:func:`txrl.config.resolve`); nothing is written when they fail.
     """
+    config = resolve(config)
     return recipe(config)(config, run_dir, resume=resume)
+
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "CONFIG_FILE",
+    "EVAL_LOG",
+    "FINAL_CHECKPOINT",
+    "RESUME_LOG",
+    "TB_DIR",
+    "CheckpointError",
+    "Progress",
+    "Run",
+    "RunError",
+    "TrainResult",
+    "default_run_dir",
+    "is_finished",
+    "latest_checkpoint",
+    "make_eval_env",
+    "make_train_env",
+    "read_checkpoint_config",
+    "read_eval_log",
+    "read_resume_state",
+    "read_run_config",
+    "train",
+    "truncate_tensorboard",
+]

@@ -2,8 +2,8 @@
 
 rl-zoo3 fixes the choices of ``--algo`` from its ``ALGOS`` dict when its parser is built,
 before ``--gym-packages`` imports anything, so a package cannot add an algorithm from the
-command line. This entry point adds txrl's learners to ``ALGOS`` (``memory_ppo``, and
-``vmpo`` when this installation has it), imports :mod:`txrl.envs` (which registers the
+command line. This entry point adds txrl's learners to ``ALGOS`` (each learner of
+:mod:`txrl.learners` with a ``zoo_name``: ``memory_ppo``, ``vmpo``), imports :mod:`txrl.envs` (which registers the
 ``txrl/...`` ids) and hands over to rl-zoo3's own ``train`` or ``enjoy`` with the remaining
 arguments::
 
@@ -21,8 +21,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-#: rl-zoo3 ``--algo`` name -> learner class in the ``txrl`` package.
-ZOO_ALGOS = {"memory_ppo": "MemoryPPO", "vmpo": "VMPO"}
+from txrl.learners import Learner, learners
+
 ZOO_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "zoo"
 USAGE = "usage: python -m txrl.zoo {train,enjoy} --algo memory_ppo --env ENV_ID [rl-zoo3 options]"
 
@@ -35,17 +35,21 @@ def register() -> list[str]:
         raise ImportError(
             "python -m txrl.zoo needs rl-baselines3-zoo: pip install 'txrl[zoo]'"
         ) from e
-    import txrl
-    import txrl.envs  # registers the txrl/... ids
+    import txrl.envs  # noqa: F401  # registers the txrl/... ids
 
     added = []
-    for name, attribute in ZOO_ALGOS.items():
+    for name, learner in zoo_learners().items():
         try:
-            ALGOS[name] = getattr(txrl, attribute)
+            ALGOS[name] = learner.algorithm_class()
         except (AttributeError, ImportError):
             continue  # a learner this installation does not have
         added.append(name)
     return added
+
+
+def zoo_learners() -> dict[str, Learner]:
+    """rl-zoo3 ``--algo`` name -> txrl learner, for the learners that join rl-zoo3."""
+    return {learner.zoo_name: learner for learner in learners() if learner.zoo_name}
 
 
 def _algo(argv: Sequence[str]) -> str | None:
@@ -67,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "train" and not {"-conf", "--conf-file"} & {a.split("=")[0] for a in rest}:
         algo = _algo(rest)
         default = ZOO_CONFIGS / f"{algo}.yml"
-        if algo in ZOO_ALGOS:
+        if algo in zoo_learners():
             if not default.exists():
                 print(
                     f"txrl.zoo: no hyperparameters for {algo} at {default} (they ship with the "

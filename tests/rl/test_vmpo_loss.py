@@ -509,7 +509,6 @@ def test_config_defaults():
     assert (config.init_eta, config.init_alpha) == (1.0, 5.0)
     assert config.multiplier_floor == 1e-8
     assert config.top_k_fraction == 0.5
-    assert config.learning_rate == 1e-4
     assert (config.popart_scale_lower, config.popart_scale_upper) == (1e-2, 1e6)
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.epsilon_eta = 1.0  # type: ignore[misc]  # frozen on purpose
@@ -523,9 +522,6 @@ def test_config_defaults():
         ("epsilon_alpha_sigma", math.nan),
         ("init_alpha", 0.0),
         ("top_k_fraction", 1.5),
-        ("target_update_period", 0),
-        ("target_update_period", 10.0),
-        ("learning_rate", math.inf),
         ("popart_scale_upper", 1e-3),
         ("value_loss_coef", -1.0),
         ("popart", "yes"),

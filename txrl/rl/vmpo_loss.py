@@ -35,11 +35,11 @@ bootstrap value in G is ``sigma v~ + mu``, and the advantages of the E-step are
 ``(G - V) / sigma``. After each learner step, call :meth:`PopArt.update` with the unnormalised
 targets G; it rescales the head so that its unnormalised outputs do not change.
 
-Provenance of :class:`VMPOConfig` defaults: eta_min, the learning rate, the top-half fraction and
-the PopArt bounds/step size are stated in the main text (Secs. 4, 4.1, 4.2.1, 4.2.2). The
-remaining values (eps_*, the initial multipliers, T_target) are from Appendix F's tables, which
-we could not re-read while writing this file; they are the values commonly quoted from them
-(initial eta 1, alpha 5, alpha_mu = alpha_Sigma = 1, eps_alpha sampled log-uniformly in
+Provenance of :class:`VMPOConfig` defaults: eta_min, the top-half fraction and the PopArt
+bounds/step size are stated in the main text (Secs. 4.1, 4.2.1, 4.2.2). The remaining values
+(eps_*, the initial multipliers, declared in :class:`txrl.learners.vmpo.VMPOSettings`) are
+from Appendix F's tables, which we could not re-read while writing this file; they are the
+values commonly quoted from them (initial eta 1, alpha 5, alpha_mu = alpha_Sigma = 1, eps_alpha sampled log-uniformly in
 [0.001, 0.01] for DMLab/Atari, eps_eta 0.1 for pixel tasks and 0.01 for Gym tasks) and each
 field says so.
 """
@@ -54,46 +54,55 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from txrl.learners.vmpo import VMPOSettings
+
 # ---------------------------------------------------------------------------------------------
 # Configuration
 # ---------------------------------------------------------------------------------------------
 
 
+_SETTINGS = VMPOSettings()  # the defaults are declared once, with their provenance, there
+
+
 @dataclasses.dataclass(frozen=True)
 class VMPOConfig:
-    """Hyperparameters of V-MPO with the paper's defaults (Song et al. 2019)."""
+    """The hyperparameters the loss and the learner's multipliers and PopArt head read.
 
-    epsilon_eta: float = 0.1
+    Defaults: the learner's (:class:`txrl.learners.vmpo.VMPOSettings`), with the paper's
+    values; the learner builds this from its settings.
+    """
+
+    epsilon_eta: float = _SETTINGS.epsilon_eta
     """eps_eta, the bound on KL(psi || uniform over D~) that the temperature dual (4) enforces
     (Eq. 19, Appendix A). Appendix F, DMLab/Atari tables (pixel inputs); the Gym tasks use 0.01.
     Unverified: see "Provenance" in the module docstring."""
 
-    epsilon_alpha: float = 0.01
+    epsilon_alpha: float = _SETTINGS.epsilon_alpha
     """eps_alpha, the trust region E_s[KL(pi_old || pi_theta)] < eps_alpha of Eq. (13), discrete
     actions. Appendix F, DMLab/Atari tables sample it log-uniformly in [0.001, 0.01]; we take
     the upper end. Unverified: see "Provenance" in the module docstring."""
 
-    epsilon_alpha_mu: float = 0.01
+    epsilon_alpha_mu: float = _SETTINGS.epsilon_alpha_mu
     """eps_alpha_mu, bound on the mean part of the decoupled Gaussian KL (Appendix C).
     Appendix F, continuous-control tables (Gym setting). Unverified: see "Provenance"."""
 
-    epsilon_alpha_sigma: float = 5e-5
+    epsilon_alpha_sigma: float = _SETTINGS.epsilon_alpha_sigma
     """eps_alpha_Sigma, bound on the covariance part of the decoupled Gaussian KL (Appendix C).
     Appendix F, continuous-control tables (Gym setting); kept small so the policy's standard
     deviation shrinks slowly. Unverified: see "Provenance"."""
 
-    init_eta: float = 1.0
+    init_eta: float = _SETTINGS.init_eta
     """Initial temperature eta. Appendix F, all tables. Unverified: see "Provenance"."""
 
-    init_alpha: float = 5.0
+    init_alpha: float = _SETTINGS.init_alpha
     """Initial alpha for discrete actions. Appendix F, DMLab/Atari tables. Unverified: see
     "Provenance"."""
 
-    init_alpha_mu: float = 1.0
+    init_alpha_mu: float = _SETTINGS.init_alpha_mu
     """Initial alpha_mu for Gaussian policies. Appendix F, continuous-control tables.
     Unverified: see "Provenance"."""
 
-    init_alpha_sigma: float = 1.0
+    init_alpha_sigma: float = _SETTINGS.init_alpha_sigma
     """Initial alpha_Sigma for Gaussian policies. Appendix F, continuous-control tables.
     Unverified: see "Provenance"."""
 
@@ -103,18 +112,10 @@ class VMPOConfig:
     top_k_fraction: float = 0.5
     """Fraction of the batch's advantages kept for the E-step, the top 50%. Sec. 4.2.1."""
 
-    target_update_period: int = 100
-    """T_target, learning steps (gradient updates) between copies of the online network into the
-    acting target network pi_theta_old (Sec. 4, step 1; Fig. 5a). Appendix F tables; unverified, see "Provenance". In an SB3-style
-    learner that acts with the network being trained, T_target is epochs x minibatches."""
-
-    learning_rate: float = 1e-4
-    """Adam step size, "fixed at 1e-4 for all experiments". Sec. 4 (after Eq. 5)."""
-
-    value_loss_coef: float = 1.0
+    value_loss_coef: float = _SETTINGS.value_loss_coef
     """Weight of L_V in the total loss; Eq. (1) adds L_V with weight 1 (L_V already holds 1/2)."""
 
-    popart: bool = True
+    popart: bool = _SETTINGS.popart
     """Normalise the value targets with PopArt (Sec. 4.1: used "even when training on a single
     task"). The loss does not apply it; see the module docstring for where it plugs in."""
 
@@ -128,13 +129,7 @@ class VMPOConfig:
     """Upper bound on PopArt's scale sigma. Sec. 4.1."""
 
     def __post_init__(self) -> None:
-        positive = (
-            "epsilon_eta",
-            "epsilon_alpha",
-            "epsilon_alpha_mu",
-            "epsilon_alpha_sigma",
-            "learning_rate",
-        )
+        positive = ("epsilon_eta", "epsilon_alpha", "epsilon_alpha_mu", "epsilon_alpha_sigma")
         for name in positive:
             _check_number(name, getattr(self, name), "a finite number > 0", lambda v: v > 0)
         _check_number(
@@ -151,18 +146,6 @@ class VMPOConfig:
         _check_number(
             "value_loss_coef", self.value_loss_coef, "a finite number >= 0", lambda v: v >= 0
         )
-        if not isinstance(self.target_update_period, int) or isinstance(
-            self.target_update_period, bool
-        ):
-            raise ValueError(
-                f"VMPOConfig.target_update_period must be an int >= 1, "
-                f"got {self.target_update_period!r}"
-            )
-        if self.target_update_period < 1:
-            raise ValueError(
-                f"VMPOConfig.target_update_period must be an int >= 1, "
-                f"got {self.target_update_period!r}"
-            )
         if not isinstance(self.popart, bool):
             raise ValueError(f"VMPOConfig.popart must be a bool, got {self.popart!r}")
         _check_number("popart_step_size", self.popart_step_size, "in (0, 1]", lambda v: 0 < v <= 1)

@@ -13,10 +13,13 @@ import torch
 from stable_baselines3.common.type_aliases import GymEnv, Schedule
 from stable_baselines3.common.utils import FloatSchedule
 
+from txrl.learners.ppo import MemoryPPOSettings
 from txrl.rl.buffer import SegmentBatch
 from txrl.rl.ppo_loss import ppo_loss
 from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm
 from txrl.sb3.policies import MemoryActorCriticPolicy
+
+_DEFAULTS = MemoryPPOSettings()  # the constructor's defaults, declared (and documented) there
 
 
 class MemoryPPO(MemoryOnPolicyAlgorithm):
@@ -26,9 +29,10 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
     >>> model.learn(10_000)
 
     Parameters are SB3 PPO's, plus ``segment_length`` (steps per training sequence) and
-    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`). One difference: with
+    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`); each is documented, with its
+    default, in :class:`txrl.learners.ppo.MemoryPPOSettings`. One difference from SB3: with
     ``clip_range_vf`` set, the value loss is max(unclipped, clipped) squared error (OpenAI
-    baselines' form, see :func:`txrl.rl.ppo_loss.ppo_loss`), not SB3's clipped-only error. Policies: ``Mlp|Cnn|MultiInput``
+    baselines' form, see :func:`txrl.rl.ppo_loss.ppo_loss`). Policies: ``Mlp|Cnn|MultiInput``
     + ``GTrXL|TrXLI|TrXL|Lstm|Gru|Memory`` + ``Policy``; the ``*MemoryPolicy`` ones take
     ``policy_kwargs=dict(backbone=<name>)`` for any registered backbone.
     """
@@ -37,23 +41,23 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
         self,
         policy: str | type[MemoryActorCriticPolicy],
         env: GymEnv | str,
-        learning_rate: float | Schedule = 3e-4,
-        n_steps: int = 128,
-        batch_size: int = 256,
-        n_epochs: int = 4,
-        segment_length: int = 32,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        clip_range: float | Schedule = 0.2,
-        clip_range_vf: float | Schedule | None = None,
-        normalize_advantage: bool = True,
-        ent_coef: float = 0.0,
-        vf_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
-        target_kl: float | None = None,
-        aux_loss_coef: dict[str, float] | None = None,
-        check_finite: CheckFinite = "raise",
-        stats_window_size: int = 100,
+        learning_rate: float | Schedule = _DEFAULTS.learning_rate,
+        n_steps: int = _DEFAULTS.n_steps,
+        batch_size: int = _DEFAULTS.batch_size,
+        n_epochs: int = _DEFAULTS.n_epochs,
+        segment_length: int = _DEFAULTS.segment_length,
+        gamma: float = _DEFAULTS.gamma,
+        gae_lambda: float = _DEFAULTS.gae_lambda,
+        clip_range: float | Schedule = _DEFAULTS.clip_range,
+        clip_range_vf: float | Schedule | None = _DEFAULTS.clip_range_vf,
+        normalize_advantage: bool = _DEFAULTS.normalize_advantage,
+        ent_coef: float = _DEFAULTS.ent_coef,
+        vf_coef: float = _DEFAULTS.vf_coef,
+        max_grad_norm: float = _DEFAULTS.max_grad_norm,
+        target_kl: float | None = _DEFAULTS.target_kl,
+        aux_loss_coef: dict[str, float] | None = _DEFAULTS.aux_loss_coef,
+        check_finite: CheckFinite = _DEFAULTS.check_finite,
+        stats_window_size: int = _DEFAULTS.stats_window_size,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
         verbose: int = 0,

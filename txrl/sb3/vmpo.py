@@ -27,6 +27,7 @@ from gymnasium import spaces
 from stable_baselines3.common.distributions import CategoricalDistribution, DiagGaussianDistribution
 from stable_baselines3.common.type_aliases import GymEnv, Schedule
 
+from txrl.learners.vmpo import VMPOSettings
 from txrl.rl.buffer import MemoryRolloutBuffer, SegmentBatch
 from txrl.rl.vmpo_loss import (
     CategoricalParams,
@@ -41,6 +42,8 @@ from txrl.rl.vmpo_loss import (
 from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm
 from txrl.sb3.policies import MemoryActorCriticPolicy
 
+_DEFAULTS = VMPOSettings()  # the constructor's defaults, declared (and documented) there
+
 
 class VMPO(MemoryOnPolicyAlgorithm):
     """V-MPO with a memory policy (GTrXL by default), usable like any SB3 algorithm.
@@ -50,7 +53,8 @@ class VMPO(MemoryOnPolicyAlgorithm):
 
     :param epsilon_eta, epsilon_alpha, epsilon_alpha_mu, epsilon_alpha_sigma: the E-step and
         trust-region bounds; ``init_eta``, ``init_alpha``, ``init_alpha_mu``, ``init_alpha_sigma``:
-        initial multipliers; defaults from :class:`txrl.rl.vmpo_loss.VMPOConfig`.
+        initial multipliers. Every parameter is documented, with its default and where it
+        comes from, in :class:`txrl.learners.vmpo.VMPOSettings`.
     :param target_update_period: gradient steps between target-network refreshes, or None
         to act with the policy of the rollout's start.
     :param value_loss_coef: weight of L_V (the paper adds it with weight 1).
@@ -67,28 +71,28 @@ class VMPO(MemoryOnPolicyAlgorithm):
         self,
         policy: str | type[MemoryActorCriticPolicy],
         env: GymEnv | str,
-        learning_rate: float | Schedule = 1e-4,
-        n_steps: int = 128,
-        batch_size: int = 256,
-        n_epochs: int = 1,
-        segment_length: int = 32,
-        gamma: float = 0.99,
-        gae_lambda: float = 1.0,
-        epsilon_eta: float = VMPOConfig.epsilon_eta,
-        epsilon_alpha: float = VMPOConfig.epsilon_alpha,
-        epsilon_alpha_mu: float = VMPOConfig.epsilon_alpha_mu,
-        epsilon_alpha_sigma: float = VMPOConfig.epsilon_alpha_sigma,
-        init_eta: float = VMPOConfig.init_eta,
-        init_alpha: float = VMPOConfig.init_alpha,
-        init_alpha_mu: float = VMPOConfig.init_alpha_mu,
-        init_alpha_sigma: float = VMPOConfig.init_alpha_sigma,
-        target_update_period: int | None = None,
-        value_loss_coef: float = VMPOConfig.value_loss_coef,
-        popart: bool = VMPOConfig.popart,
-        max_grad_norm: float = 40.0,
-        aux_loss_coef: dict[str, float] | None = None,
-        check_finite: CheckFinite = "raise",
-        stats_window_size: int = 100,
+        learning_rate: float | Schedule = _DEFAULTS.learning_rate,
+        n_steps: int = _DEFAULTS.n_steps,
+        batch_size: int = _DEFAULTS.batch_size,
+        n_epochs: int = _DEFAULTS.n_epochs,
+        segment_length: int = _DEFAULTS.segment_length,
+        gamma: float = _DEFAULTS.gamma,
+        gae_lambda: float = _DEFAULTS.gae_lambda,
+        epsilon_eta: float = _DEFAULTS.epsilon_eta,
+        epsilon_alpha: float = _DEFAULTS.epsilon_alpha,
+        epsilon_alpha_mu: float = _DEFAULTS.epsilon_alpha_mu,
+        epsilon_alpha_sigma: float = _DEFAULTS.epsilon_alpha_sigma,
+        init_eta: float = _DEFAULTS.init_eta,
+        init_alpha: float = _DEFAULTS.init_alpha,
+        init_alpha_mu: float = _DEFAULTS.init_alpha_mu,
+        init_alpha_sigma: float = _DEFAULTS.init_alpha_sigma,
+        target_update_period: int | None = _DEFAULTS.target_update_period,
+        value_loss_coef: float = _DEFAULTS.value_loss_coef,
+        popart: bool = _DEFAULTS.popart,
+        max_grad_norm: float = _DEFAULTS.max_grad_norm,
+        aux_loss_coef: dict[str, float] | None = _DEFAULTS.aux_loss_coef,
+        check_finite: CheckFinite = _DEFAULTS.check_finite,
+        stats_window_size: int = _DEFAULTS.stats_window_size,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
         verbose: int = 0,
@@ -112,7 +116,6 @@ class VMPO(MemoryOnPolicyAlgorithm):
             init_alpha_mu=init_alpha_mu,
             init_alpha_sigma=init_alpha_sigma,
             value_loss_coef=value_loss_coef,
-            target_update_period=target_update_period or 1,
             popart=popart,
         )
         self.target_update_period = target_update_period

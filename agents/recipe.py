@@ -1,0 +1,75 @@
+"""The agent recipe: one training run of any learner and memory model, read top to bottom.
+
+Which agent it is comes from the config: ``algo`` picks the learner from
+:mod:`txrl.learners` (MemoryPPO, V-MPO, sb3-contrib's RecurrentPPO, ...) and ``policy``
+the memory model (GTrXL, TrXL-I, LSTM, any registered backbone). GTrXL-PPO, GTrXL-V-MPO
+(the learner Parisotto et al. 2019 trained GTrXL with) and LSTM-PPO differ only there, so
+a comparison between them measures the learner or the memory model and nothing else.
+
+What it wires together, all from ``txrl``:
+
+* **env**: ``config.env.id`` in an SB3 VecEnv of ``env.n_envs`` envs, restored exactly when
+  resuming (:meth:`txrl.train.Run.envs`), and separate eval envs;
+* **policy**: the learner's policy for ``config.policy`` (``Learner.policy``): features ->
+  memory backbone -> actor and critic heads;
+* **learner**: the algorithm with the config's learner section as its settings;
+* **logging**: TensorBoard, periodic evaluation, progress and atomic checkpoints
+  (:class:`txrl.train.Run`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.vec_env import VecEnv
+
+from txrl.config import TrainConfig
+from txrl.learners import get_learner
+from txrl.train import Run, TrainResult, make_eval_env
+
+
+def make_learner(config: TrainConfig, env: VecEnv) -> BaseAlgorithm:
+    """A fresh learner on ``env`` with the config's policy and learner settings."""
+    learner = get_learner(config.algo)
+    policy, policy_kwargs = learner.policy(config.policy, env.observation_space)
+    return learner.algorithm_class()(
+        policy,
+        env,
+        **learner.settings_kwargs(config.learner),  # every field of the learner's settings
+        policy_kwargs=policy_kwargs,
+        seed=config.seed,
+        device=config.runtime.device,
+        verbose=config.runtime.verbose,
+    )
+
+
+def main(
+    config: TrainConfig, run_dir: str | Path | None = None, *, resume: bool = False
+) -> TrainResult:
+    """Train (or, with ``resume``, continue) one run; returns its final evaluation."""
+    # 1. The run directory: resolved config, eval log, TensorBoard events, checkpoints.
+    run = Run.open(config, run_dir, resume=resume)
+
+    # 2. Environments: training envs (restored when resuming) and separate eval envs.
+    env = run.envs()
+    eval_env = make_eval_env(config)
+
+    # 3. The learner: new, or the checkpoint's (weights, optimizer, step count, memory, RNG).
+    algorithm = get_learner(config.algo).algorithm_class()
+    model = run.restore(algorithm, env) if run.checkpoint else make_learner(config, env)
+
+    # 4. Logging: TensorBoard through SB3's logger; evaluation and checkpoints between rollouts.
+    model.set_logger(run.logger())
+
+    # 5. Train for what is left of the budget; the step count continues, never restarts.
+    model.learn(
+        total_timesteps=run.remaining(model),
+        callback=run.callbacks(eval_env),
+        log_interval=config.runtime.log_interval,
+        reset_num_timesteps=False,
+        progress_bar=False,  # run.callbacks shows progress over the whole budget
+    )
+
+    # 6. Final evaluation and the final checkpoint, which marks the run finished.
+    return run.finish(model, eval_env)

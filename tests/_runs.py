@@ -1,0 +1,33 @@
+"""A training config small enough for the CLI tests (seconds per run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+#: A short passive T-maze and a one-layer GTrXL of width 16.
+TINY: dict[str, Any] = {
+    "name": "tiny",
+    "budget": 128,
+    "env": {"id": "txrl/TMazePassive-v0", "kwargs": {"length": 3}, "n_envs": 2},
+    "policy": {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 8},
+    "ppo": {"n_steps": 16, "batch_size": 32, "segment_length": 8, "n_epochs": 1},
+    "eval": {"every": 64, "episodes": 2, "n_envs": 2},
+    "checkpoint": {"every": 32, "keep": 0},
+    "runtime": {"progress_bar": False, "torch_threads": 1},
+}
+
+
+def tiny(**changes: Any) -> dict[str, Any]:
+    """:data:`TINY` with whole top-level keys replaced."""
+    return {**TINY, **changes}
+
+
+def crash_after(run_dir: Path, step: int) -> None:
+    """Leave ``run_dir`` as a run killed after its checkpoint at ``step``: no final
+    checkpoint, no later periodic ones (its logs still run past ``step``)."""
+    checkpoints = run_dir / "checkpoints"
+    (checkpoints / "final.zip").unlink()
+    for path in checkpoints.glob("step_*.zip"):
+        if int(path.stem.split("_")[1]) > step:
+            path.unlink()

@@ -1,0 +1,291 @@
+"""What a new user hits on the command line: corrupt checkpoints, demo options, empty or
+unusable configs, switching backbone or learner, extending a finished run, a fast ``--help``,
+progress without a terminal, and TensorBoard steps that stay single-valued."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+from tests._runs import TINY, crash_after
+from txrl import MemoryPPO, cli
+from txrl.config import load_train_config, resolve
+from txrl.train import (
+    CHECKPOINT_DIR,
+    EVAL_LOG,
+    FINAL_CHECKPOINT,
+    RESUME_LOG,
+    TB_DIR,
+    read_run_config,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "configs" / "quickstart.yaml"
+
+
+def write_config(path: Path, **changes: Any) -> Path:
+    path.write_text(yaml.safe_dump({**TINY, **changes}))
+    return path
+
+
+def train_tiny(tmp_path: Path, name: str = "run", **changes: Any) -> Path:
+    run_dir = tmp_path / name
+    config = write_config(tmp_path / f"{name}.yaml", **changes)
+    assert cli.main(["train", str(config), "--run-dir", str(run_dir)]) == 0
+    return run_dir
+
+
+def exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
+def checkpoint_steps(run_dir: Path) -> list[str]:
+    return sorted(p.name for p in (run_dir / CHECKPOINT_DIR).iterdir())
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+
+def test_resume_skips_a_truncated_checkpoint_names_it_and_sets_it_aside(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = train_tiny(tmp_path)
+    # As if killed after step 96 and its checkpoint were then cut short on disk.
+    (run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).unlink()
+    newest = run_dir / CHECKPOINT_DIR / "step_000000096.zip"
+    newest.write_bytes(newest.read_bytes()[:2000])
+    capsys.readouterr()
+
+    # Evaluation reads the newest readable checkpoint and leaves the bad one where it is.
+    assert cli.main(["eval", str(run_dir), "--episodes", "2", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["timesteps"] == 64 and "using step_000000064.zip instead" in err
+    assert newest.exists()
+
+    assert cli.main(["train", "--resume", str(run_dir)]) == 0
+    err = capsys.readouterr().err
+    assert "step_000000096.zip is not a readable txrl checkpoint" in err
+    assert "set it aside as step_000000096.zip.corrupt" in err
+    assert (run_dir / CHECKPOINT_DIR / "step_000000096.zip.corrupt").exists()
+    resumes = [json.loads(line) for line in (run_dir / RESUME_LOG).read_text().splitlines()]
+    assert resumes[0]["from"] == 64 and resumes[0]["checkpoint"] == "step_000000064.zip"
+    assert MemoryPPO.load(run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).num_timesteps == 128
+
+
+def test_resume_with_no_readable_checkpoint_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = train_tiny(tmp_path, checkpoint={"every": 0})
+    final = run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT
+    final.write_bytes(final.read_bytes()[:-100])
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert cli.main(["train", "--resume", str(run_dir), "--set", "budget=192"]) == 1
+    err = capsys.readouterr().err
+    assert "final.zip is not a readable txrl checkpoint" in err and "nothing was changed" in err
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
+
+# ---------------------------------------------------------------------------- demo
+
+
+@pytest.mark.parametrize("backbone", ["lstm", "gru", "universal", "linear", "performer"])
+def test_demo_runs_every_kind_of_backbone(
+    backbone: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["demo", "--backbone", backbone, "--steps", "6"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{backbone}: ") and "max |step-by-step - whole sequence|" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--steps", "0"], "--steps: must be an integer >= 1, got '0'"),
+        (["--backbone", "nope"], "--backbone must be one of adaptive_span, compressive"),
+        (["--backbone", "lstm", "--memory-length", "8"], "--memory-length does not apply"),
+    ],
+)
+def test_demo_argument_errors_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert message in exits_2(["demo", *argv], capsys)
+
+
+# ---------------------------------------------------------------------------- configs
+
+
+def test_empty_yaml_is_an_error_not_a_default_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    err = exits_2(["train", str(tmp_path / "empty.yaml"), "--run-dir", str(tmp_path / "r")], capsys)
+    assert "empty.yaml holds no settings" in err and "configs/quickstart.yaml" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_cuda_without_a_gpu_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = write_config(tmp_path / "tiny.yaml")
+    argv = ["train", str(config), "--run-dir", str(tmp_path / "r"), "--set", "runtime.device=cuda"]
+    err = exits_2(argv, capsys)
+    assert "runtime.device is 'cuda' but torch sees no CUDA GPU here" in err
+    assert "use cpu or auto" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_switching_backbone_reports_every_problem_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["train", str(QUICKSTART), "--run-dir", str(tmp_path / "r")]
+    err = exits_2([*argv, "--set", "policy.backbone=lstm"], capsys)
+    assert "3 problems" in err
+    for key in ("gate", "n_heads", "memory_length"):
+        assert f"policy.{key} does not apply to backbone 'lstm'" in err
+    assert "--set policy.inapplicable=drop" in err
+    assert not (tmp_path / "r").exists()
+
+    config = resolve(
+        load_train_config(QUICKSTART, ["policy.backbone=lstm", "policy.inapplicable=drop"])
+    )
+    assert config.policy.policy_kwargs() == {"backbone": "lstm", "d_model": 32, "n_layers": 1}
+
+
+def test_schema_problems_are_reported_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path / "bad.yaml", budget="lots", ppo={"gama": 0.9, "gamma": 2})
+    err = exits_2(["train", str(config)], capsys)
+    assert "3 problems" in err
+    assert "budget must be an integer >= 1" in err
+    assert "unknown key ppo.gama" in err and "ppo.gamma must be a number in [0, 1]" in err
+
+
+def test_set_algo_switches_learner_without_a_new_file() -> None:
+    config = resolve(load_train_config(QUICKSTART, ["algo=vmpo", "vmpo.n_steps=64"]))
+    assert config.algo == "vmpo" and config.vmpo.n_steps == 64
+    assert "ppo" not in config.to_dict()
+
+
+def test_resume_with_a_larger_budget_extends_a_finished_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = train_tiny(tmp_path)
+    capsys.readouterr()
+    argv = ["train", "--resume", str(run_dir)]
+    assert "cannot change policy.d_model" in exits_2([*argv, "--set", "policy.d_model=8"], capsys)
+    assert cli.main([*argv, "--set", "budget=100"]) == 1
+    assert "already finished at step 128" in capsys.readouterr().err
+
+    assert cli.main([*argv, "--set", "budget=192", "--set", "eval.every=32"]) == 0
+    assert "trained 192 steps" in capsys.readouterr().out
+    assert read_run_config(run_dir).budget == 192 and read_run_config(run_dir).eval.every == 32
+    assert MemoryPPO.load(run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).num_timesteps == 192
+    steps = [
+        json.loads(line)["timesteps"] for line in (run_dir / EVAL_LOG).read_text().splitlines()
+    ]
+    assert steps == [0, 64, 128, 160, 192]
+    assert "step_000000128.zip" in checkpoint_steps(run_dir)  # the old final, kept as periodic
+    assert cli.main(argv) == 0
+    assert "nothing to resume" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- speed
+
+
+def test_help_and_config_errors_do_not_import_torch(tmp_path: Path) -> None:
+    bad = write_config(tmp_path / "bad.yaml", budget="lots")
+    script = (
+        "import sys\n"
+        "from txrl.cli import main\n"
+        "for argv in (['--help'], ['train', '--help'], ['train', sys.argv[1]]):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code in (0, 2), e.code\n"
+        "print('torch' in sys.modules, 'stable_baselines3' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(bad)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "budget must be an integer >= 1" in result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False False"
+
+
+# ---------------------------------------------------------------------------- progress
+
+
+def test_progress_lines_without_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime = {"progress_bar": True, "progress_every": 0.001, "torch_threads": 1}
+    train_tiny(tmp_path, runtime=runtime)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert lines[0].startswith("step 0/128 (0%)")
+    assert len(lines) >= 4
+    assert lines[-1].startswith("step 128/128 (100%)") and "steps/s" in lines[-1]
+    assert "eval at 64: success" in lines[-1]
+
+
+def test_resumed_progress_bar_counts_the_whole_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = train_tiny(tmp_path)
+    (run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).unlink()
+    (run_dir / CHECKPOINT_DIR / "step_000000096.zip").unlink()
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    argv = ["train", "--resume", str(run_dir), "--set", "runtime.progress_bar=true"]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "128/128" in err and "64/64" not in err  # total: the run's, not the session's
+
+
+# ---------------------------------------------------------------------------- tensorboard
+
+
+def scalar_steps(tb_dir: Path) -> dict[str, list[int]]:
+    """Steps of every scalar tag, in the order TensorBoard reads the files."""
+    steps: dict[str, list[int]] = {}
+    for path in sorted(tb_dir.glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                steps.setdefault(value.tag, []).append(event.step)
+    return steps
+
+
+def test_tensorboard_steps_are_single_valued_and_increasing_across_a_resume(
+    tmp_path: Path,
+) -> None:
+    straight = train_tiny(tmp_path, "straight", budget=192)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(straight, resumed)
+    # As if killed at step 112: checkpoints up to 96, events up to 112 already written.
+    crash_after(resumed, 96)
+    assert cli.main(["train", "--resume", str(resumed)]) == 0
+
+    for run_dir in (straight, resumed):
+        steps = scalar_steps(run_dir / TB_DIR)
+        assert {"train/loss", "eval/success_rate", "rollout/ep_rew_mean"} <= set(steps)
+        for tag, values in steps.items():
+            assert values == sorted(set(values)), (run_dir.name, tag, values)
+    # The same points as the straight run, but for the learner values of the update just
+    # before the checkpoint (logged at the next rollout's end, 128, by the killed session).
+    straight_loss = scalar_steps(straight / TB_DIR)["train/loss"]
+    assert scalar_steps(resumed / TB_DIR)["train/loss"] == [s for s in straight_loss if s != 128]
+    assert scalar_steps(resumed / TB_DIR)["eval/success_rate"] == [0, 64, 128, 192]

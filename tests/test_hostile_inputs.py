@@ -1,0 +1,242 @@
+"""Hostile inputs: each bad input gets an error that names what is wrong and what is valid,
+and nothing already written is damaged.
+
+Every case runs next to a finished run (a copy of one made once per module) and the files it
+was given; the test compares every file's bytes before and after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import yaml
+from stable_baselines3.common.env_util import make_vec_env
+
+import txrl.envs  # noqa: F401  # registers the txrl ids
+from tests._runs import tiny
+from txrl import MemoryPPO, cli
+from txrl.train import CHECKPOINT_DIR, FINAL_CHECKPOINT
+
+TINY = tiny(budget=64, eval={"every": 0, "episodes": 2, "n_envs": 2})
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("finished")
+    (root / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    assert cli.main(["train", str(root / "tiny.yaml"), "--run-dir", str(root / "run")]) == 0
+    return root / "run"
+
+
+class Ctx:
+    """Where a case runs: ``run`` (a finished run) and ``tmp`` (room for its input files)."""
+
+    def __init__(self, tmp: Path, run: Path) -> None:
+        self.tmp, self.run = tmp, run
+
+    def config(self, text: str | dict[str, Any], name: str = "bad.yaml") -> str:
+        path = self.tmp / name
+        path.write_text(text if isinstance(text, str) else yaml.safe_dump(text))
+        return str(path)
+
+    def tiny(self, **changes: Any) -> str:
+        return self.config({**TINY, **changes})
+
+    def model(self) -> MemoryPPO:
+        return MemoryPPO.load(self.run / CHECKPOINT_DIR / FINAL_CHECKPOINT)
+
+    def truncated_checkpoint(self) -> str:
+        data = (self.run / CHECKPOINT_DIR / FINAL_CHECKPOINT).read_bytes()
+        path = self.tmp / "truncated.zip"
+        path.write_bytes(data[: len(data) // 2])
+        return str(path)
+
+
+def train(ctx: Ctx, path: str, *extra: str) -> Callable[[], Any]:
+    return lambda: cli.main(["train", path, "--run-dir", str(ctx.tmp / "new_run"), *extra])
+
+
+def tmaze_env() -> Any:
+    return make_vec_env("txrl/TMazePassive-v0", n_envs=2, env_kwargs={"length": 3})
+
+
+def predict_with(ctx: Ctx, change: Callable[[tuple[np.ndarray, ...]], Any]) -> Callable[[], Any]:
+    model = ctx.model()
+    obs = tmaze_env().reset()
+    _, state = model.predict(obs, episode_start=np.ones(2, dtype=bool))
+    return lambda: model.predict(obs, state=change(state), episode_start=np.zeros(2, dtype=bool))
+
+
+def policy_kwargs(**kwargs: Any) -> Callable[[], Any]:
+    return lambda: MemoryPPO("MlpMemoryPolicy", tmaze_env(), policy_kwargs=kwargs)
+
+
+# (id, what the case does given a Ctx, fragments its error must contain)
+CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
+    # ---- config files
+    ("empty yaml", lambda c: train(c, c.config("")), ["holds no settings", "quickstart.yaml"]),
+    ("yaml list", lambda c: train(c, c.config("- 1\n")), ["must hold a mapping of settings"]),
+    ("broken yaml", lambda c: train(c, c.config("budget: [1,\n")), ["is not valid YAML"]),
+    ("missing file", lambda c: train(c, str(c.tmp / "nope.yaml")), ["cannot read config"]),
+    (
+        "misspelt key",
+        lambda c: train(c, c.tiny(ppo={"gama": 0.9})),
+        ["unknown key ppo.gama", "did you mean 'gamma'", "valid keys of ppo"],
+    ),
+    (
+        "gamma out of range",
+        lambda c: train(c, c.tiny(ppo={"gamma": 1.5})),
+        ["ppo.gamma must be a number in [0, 1]", "1.5"],
+    ),
+    (
+        "unknown env",
+        lambda c: train(c, c.tiny(env={"id": "txrl/TMaz-v0"})),
+        ["env.id 'txrl/TMaz-v0' is not a registered", "txrl/TMaze-v0"],
+    ),
+    (
+        "settings of another backbone",
+        lambda c: train(c, c.tiny(policy={"backbone": "gru", "n_heads": 2})),
+        ["policy.n_heads does not apply to backbone 'gru'", "its settings:", "inapplicable=drop"],
+    ),
+    (
+        "batch larger than rollout",
+        lambda c: train(c, c.tiny(ppo={"n_steps": 16, "batch_size": 64, "segment_length": 8})),
+        ["ppo.batch_size (64) must be <= the rollout size", "= 32"],
+    ),
+    (
+        "unknown device",
+        lambda c: train(c, c.tiny(runtime={"device": "gpu"})),
+        ["runtime.device must be cpu, auto, cuda, cuda:N or mps", "'gpu'"],
+    ),
+    # ---- command-line flags
+    ("--set without =", lambda c: train(c, c.tiny(), "--set", "budget"), ["--set takes KEY=VALUE"]),
+    (
+        "--set into a value",
+        lambda c: train(c, c.tiny(), "--set", "budget.x=1"),
+        ["cannot set budget.x: budget is 64, not a section"],
+    ),
+    (
+        "demo --steps 0",
+        lambda c: lambda: cli.main(["demo", "--steps", "0"]),
+        ["must be an integer >= 1"],
+    ),
+    (
+        "demo unknown backbone",
+        lambda c: lambda: cli.main(["demo", "--backbone", "nope"]),
+        ["--backbone must be one of", "gtrxl"],
+    ),
+    (
+        "eval --episodes -3",
+        lambda c: lambda: cli.main(["eval", str(c.run), "--episodes", "-3"]),
+        ["must be an integer >= 1", "'-3'"],
+    ),
+    (
+        "resume nowhere",
+        lambda c: lambda: cli.main(["train", "--resume", str(c.tmp / "nowhere")]),
+        ["is not a txrl run directory (no config.yaml)"],
+    ),
+    (
+        "resume changing the model",
+        lambda c: lambda: cli.main(["train", "--resume", str(c.run), "--set", "policy.d_model=8"]),
+        ["cannot change policy.d_model", "--resume takes --set for budget, eval.*"],
+    ),
+    (
+        "resume a finished run with a smaller budget",
+        lambda c: lambda: cli.main(["train", "--resume", str(c.run), "--set", "budget=32"]),
+        ["already finished at step 64", "--set budget=N with N > 64"],
+    ),
+    # ---- policy_kwargs
+    (
+        "misspelt policy kwarg",
+        lambda c: policy_kwargs(dmodel=16),
+        ["unknown policy_kwargs 'dmodel'", "valid keys:", "d_model"],
+    ),
+    (
+        "unknown backbone kwarg",
+        lambda c: policy_kwargs(backbone="nope"),
+        ["unknown backbone 'nope'", "valid backbones:", "gtrxl"],
+    ),
+    (
+        "unknown gate",
+        lambda c: policy_kwargs(gate="sigmoid"),
+        ["unknown gate 'sigmoid'", "valid gates: input, output"],
+    ),
+    # ---- spaces
+    (
+        "tuple observation space",
+        lambda c: lambda: MemoryPPO("MlpGTrXLPolicy", gym.make("Blackjack-v1")),
+        ["unsupported observation space Tuple", "valid: Box", "FlattenObservation"],
+    ),
+    # ---- predict states
+    (
+        "state of the wrong length",
+        lambda c: predict_with(c, lambda s: s[:1]),
+        ["state must be the tuple of", "returned by predict()", "length 1"],
+    ),
+    (
+        "state for other envs",
+        lambda c: predict_with(c, lambda s: tuple(a[:1] for a in s)),
+        ["holds 1 envs but the observation batch has 2"],
+    ),
+    # ---- a model and an env that do not fit
+    (
+        "load into a mismatched env",
+        lambda c: (
+            lambda: MemoryPPO.load(
+                c.run / CHECKPOINT_DIR / FINAL_CHECKPOINT, env=make_vec_env("CartPole-v1", n_envs=2)
+            )
+        ),
+        ["Observation spaces do not match", "Box([-1. -1.  0.]"],
+    ),
+    # ---- truncated checkpoints
+    (
+        "eval a truncated checkpoint",
+        lambda c: (lambda path: lambda: cli.main(["eval", path]))(c.truncated_checkpoint()),
+        ["truncated.zip is not a readable txrl checkpoint", "need a checkpoint written by txrl"],
+    ),
+]
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(("make", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_hostile_input_is_named_and_harmless(
+    make: Callable[[Ctx], Callable[[], Any]],
+    expected: list[str],
+    finished_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    torch.manual_seed(0)
+    ctx = Ctx(tmp_path, tmp_path / "run")
+    shutil.copytree(finished_run, ctx.run)
+    action = make(ctx)
+    before = digest(tmp_path)
+    capsys.readouterr()
+    try:
+        status = action()
+    except SystemExit as e:
+        assert e.code == 2
+        message = capsys.readouterr().err
+    except (ValueError, RuntimeError) as e:
+        message = str(e)
+    else:
+        assert isinstance(status, int) and status != 0, "no error for a bad input"
+        message = capsys.readouterr().err
+    for fragment in expected:
+        assert fragment in message, message
+    assert digest(tmp_path) == before  # nothing written before was changed, nothing new

@@ -1,0 +1,127 @@
+"""The learner registry: one declaration per learner, read by config, training, zoo and txrl."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+import txrl
+from txrl.config import ConfigError, TrainConfig
+from txrl.learners import (
+    WIRING_ARGUMENTS,
+    Learner,
+    get_learner,
+    learner_names,
+    learners,
+    memory_policy,
+    settings_disagreements,
+)
+from txrl.rl.vmpo_loss import VMPOConfig
+from txrl.zoo import zoo_learners
+
+
+def test_registry_lists_the_builtin_learners_in_order() -> None:
+    assert learner_names()[:2] == ["ppo", "vmpo"]
+    assert "recurrent_ppo" in learner_names()
+    assert {name: getattr(txrl, get_learner(name).class_name) for name in learner_names()} == {
+        name: get_learner(name).algorithm_class() for name in learner_names()
+    }
+    assert set(zoo_learners()) == {"memory_ppo", "vmpo"}
+    with pytest.raises(ValueError, match="unknown learner 'dqn'; valid: ppo, vmpo"):
+        get_learner("dqn")
+
+
+@pytest.mark.parametrize("name", learner_names())
+def test_constructor_and_settings_agree(name: str) -> None:
+    """Every constructor argument a user may set is a settings field with the same default."""
+    assert settings_disagreements(get_learner(name)) == []
+
+
+@pytest.mark.parametrize("name", learner_names())
+def test_every_setting_is_documented_and_reachable_from_yaml(name: str) -> None:
+    learner = get_learner(name)
+    source = "".join(
+        inspect.getsource(cls) for cls in learner.settings.__mro__ if dataclasses.is_dataclass(cls)
+    )
+    for field in dataclasses.fields(learner.settings):
+        assert f"{field.name}: " in source and '"""' in source.split(f"{field.name}: ", 1)[1][:400]
+    defaults = learner.settings()
+    config = TrainConfig.from_dict({"algo": name, name: dataclasses.asdict(defaults)})
+    assert config.learner == defaults
+    assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+def test_a_disagreement_is_found() -> None:
+    """The check fails when a constructor and its settings drift apart."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Drifted:
+        learning_rate: float = 1.0  # the constructor says 3e-4
+        n_steps: int = 128
+        extra: int = 0  # no such argument
+
+    drifted = Learner("drifted", Drifted, "txrl.sb3.ppo:MemoryPPO", memory_policy)
+    problems = settings_disagreements(drifted)
+    assert "learning_rate: constructor default 0.0003 != settings default 1.0" in problems
+    assert "settings field extra is no constructor argument" in problems
+    assert "constructor argument segment_length has no settings field" in problems
+
+
+def test_new_settings_reach_the_learner_from_yaml() -> None:
+    config = TrainConfig.from_dict(
+        {
+            "ppo": {
+                "aux_loss_coef": {"span_l1": 0.001},
+                "target_kl": 0.02,
+                "clip_range_vf": 0.3,
+                "normalize_advantage": False,
+            }
+        }
+    )
+    kwargs = get_learner("ppo").settings_kwargs(config.learner)
+    assert kwargs["aux_loss_coef"] == {"span_l1": 0.001} and kwargs["target_kl"] == 0.02
+    assert kwargs["clip_range_vf"] == 0.3 and kwargs["normalize_advantage"] is False
+    assert set(kwargs) | WIRING_ARGUMENTS >= set(
+        inspect.signature(get_learner("ppo").algorithm_class().__init__).parameters
+    ) - {"self"}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"algo": "vmpo", "vmpo": {"learning_rate": float("inf")}}, "vmpo.learning_rate must be"),
+        (
+            {"algo": "vmpo", "vmpo": {"target_update_period": 0}},
+            "vmpo.target_update_period must be",
+        ),
+        ({"algo": "vmpo", "vmpo": {"popart": "yes"}}, "vmpo.popart must be true or false"),
+        (
+            {"ppo": {"aux_loss_coef": {"span_l1": -1}}},
+            "ppo.aux_loss_coef must be a mapping of names to numbers >= 0",
+        ),
+        ({"algo": "recurrent_ppo", "recurrent_ppo": {"batch_size": 1}}, "batch_size must be"),
+    ],
+)
+def test_bad_learner_settings_name_the_key(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        TrainConfig.from_dict(data)
+
+
+def test_the_loss_config_takes_the_learner_defaults() -> None:
+    """V-MPO's loss hyperparameters are declared once, in the learner's settings."""
+    settings = get_learner("vmpo").settings()
+    loss = VMPOConfig()
+    shared = {f.name for f in dataclasses.fields(VMPOConfig)} & {
+        f.name for f in dataclasses.fields(settings)
+    }
+    assert shared >= {"epsilon_eta", "init_alpha", "value_loss_coef", "popart"}
+    assert {n: getattr(loss, n) for n in shared} == {n: getattr(settings, n) for n in shared}
+    assert not {"learning_rate", "target_update_period"} & {
+        f.name for f in dataclasses.fields(VMPOConfig)
+    }
+
+
+def test_learners_are_listed_once() -> None:
+    assert len({learner.name for learner in learners()}) == len(learners())

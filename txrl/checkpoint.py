@@ -1,0 +1,250 @@
+"""The checkpoint format of a training run, read by training (resume) and evaluation.
+
+A checkpoint is one zip file: SB3's own model archive (``MemoryPPO.load`` opens it) with
+txrl's resume state and the run's config added as ``txrl/resume.pkl`` and
+``txrl/config.yaml``. It is written to a temporary file in the same directory, fsynced and
+moved into place with ``os.replace``, so a crash (even ``kill -9``) leaves either the
+previous checkpoint or the new one, never a torn file.
+
+A checkpoint damaged after it was written (a truncated copy, a disk error) is found by
+:func:`read_checkpoint`, which checks every member's CRC: resuming then names the bad file,
+sets it aside as ``<name>.corrupt`` and continues from the newest readable one.
+
+Layout in a run directory::
+
+    checkpoints/step_<T>.zip       periodic checkpoints at env step T (the last ``keep``)
+    checkpoints/final.zip          written last: the run is finished
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+import random
+import re
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecNormalize
+
+from txrl.config import TrainConfig, dump_yaml
+from txrl.errors import RunError
+
+CHECKPOINT_DIR = "checkpoints"
+FINAL_CHECKPOINT = "final.zip"
+RESUME_MEMBER = "txrl/resume.pkl"
+CONFIG_MEMBER = "txrl/config.yaml"
+CORRUPT_SUFFIX = ".corrupt"
+#: Members every txrl checkpoint has: SB3's archive (``data``, ``policy.pth``) and txrl's.
+REQUIRED_MEMBERS = ("data", "policy.pth", RESUME_MEMBER, CONFIG_MEMBER)
+_STEP_FILE = re.compile(r"^step_(\d+)\.zip$")
+
+
+class CheckpointError(RunError):
+    """A checkpoint file cannot be read: truncated, corrupt, or not a txrl checkpoint."""
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class ResumeState:
+    """What a checkpoint holds besides SB3's model archive (see :mod:`txrl.train`)."""
+
+    num_timesteps: int
+    last_obs: Any  # np.ndarray or dict of them, as the learner last saw them
+    last_episode_starts: np.ndarray  # (B,) bool
+    memory: tuple[np.ndarray, ...] | None  # model.get_memory(), env on axis 0
+    rng: dict[str, Any]  # python / numpy / torch generator states
+    envs: bytes | None  # the in-process envs (pickled), None when they could not be
+    vec_normalize: bytes | None  # pickled VecNormalize (statistics), None without it
+    vec_normalize_returns: np.ndarray | None = None  # its running returns (not in its pickle)
+
+
+def capture_rng() -> dict[str, Any]:
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def base_vec_env(env: VecEnv) -> VecEnv:
+    while isinstance(env, VecEnvWrapper):
+        env = env.venv
+    return env
+
+
+def find_vec_normalize(env: VecEnv) -> VecNormalize | None:
+    while isinstance(env, VecEnvWrapper):
+        if isinstance(env, VecNormalize):
+            return env
+        env = env.venv
+    return None
+
+
+def capture_resume_state(model: BaseAlgorithm) -> ResumeState:
+    """The resume state of ``model`` and its envs, between rollouts."""
+    import cloudpickle
+
+    env = model.get_env()
+    assert env is not None
+    base = base_vec_env(env)
+    envs = None
+    if isinstance(base, DummyVecEnv):
+        with contextlib.suppress(Exception):  # an env that cannot be pickled restarts instead
+            envs = cloudpickle.dumps(base.envs)
+    vec_normalize = find_vec_normalize(env)
+    return ResumeState(
+        num_timesteps=int(model.num_timesteps),
+        last_obs=model._last_obs,
+        last_episode_starts=np.asarray(model._last_episode_starts).copy(),
+        memory=model.get_memory(),  # type: ignore[attr-defined]  # txrl learners have it
+        rng=capture_rng(),
+        envs=envs,
+        vec_normalize=pickle.dumps(vec_normalize) if vec_normalize is not None else None,
+        vec_normalize_returns=None if vec_normalize is None else vec_normalize.returns.copy(),
+    )
+
+
+def save_checkpoint(model: BaseAlgorithm, path: Path, config: TrainConfig) -> None:
+    """One self-contained checkpoint file, written atomically."""
+    buffer = io.BytesIO()
+    model.save(buffer)
+    with zipfile.ZipFile(buffer, mode="a") as archive:
+        archive.writestr(RESUME_MEMBER, pickle.dumps(capture_resume_state(model)))
+        archive.writestr(CONFIG_MEMBER, dump_yaml(config.to_dict()))
+    atomic_write(path, buffer.getvalue())
+
+
+def read_checkpoint(path: Path) -> tuple[ResumeState, TrainConfig]:
+    """The resume state and config of checkpoint ``path``, after checking the whole file.
+
+    Raises :class:`CheckpointError` naming the file and what is wrong with it.
+    """
+    valid = "a checkpoint written by txrl train (checkpoints/step_<T>.zip or final.zip)"
+
+    def unreadable(detail: str) -> CheckpointError:
+        return CheckpointError(f"{path} is not a readable txrl checkpoint ({detail}); need {valid}")
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()  # reads every member and checks its CRC
+            if bad is not None:
+                raise unreadable(f"member {bad} fails its CRC check")
+            missing = [m for m in REQUIRED_MEMBERS if m not in archive.namelist()]
+            if missing:
+                raise unreadable(f"truncated or corrupt: it lacks {', '.join(missing)}")
+            state = pickle.loads(archive.read(RESUME_MEMBER))
+            text = archive.read(CONFIG_MEMBER).decode()
+    except CheckpointError:
+        raise
+    except (OSError, zipfile.BadZipFile, EOFError, pickle.UnpicklingError, ValueError) as e:
+        raise unreadable(f"truncated or corrupt: {e}") from e
+    return state, TrainConfig.from_dict(yaml.safe_load(text))
+
+
+def read_resume_state(path: Path) -> ResumeState:
+    """The resume state stored in checkpoint ``path``."""
+    return read_checkpoint(path)[0]
+
+
+def read_checkpoint_config(path: Path) -> TrainConfig:
+    """The config a checkpoint was made with."""
+    return read_checkpoint(path)[1]
+
+
+def periodic_checkpoints(directory: Path) -> list[Path]:
+    """``step_<T>.zip`` files by increasing T (temporary files never match the pattern)."""
+    if not directory.exists():
+        return []
+    steps = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _STEP_FILE.match(p.name))]
+    return [p for _, p in sorted(steps)]
+
+
+def periodic_path(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR / f"step_{step:09d}.zip"
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The final checkpoint if the run finished, else the periodic one with the highest step."""
+    directory = Path(run_dir) / CHECKPOINT_DIR
+    if (directory / FINAL_CHECKPOINT).exists():
+        return directory / FINAL_CHECKPOINT
+    periodic = periodic_checkpoints(directory)
+    return periodic[-1] if periodic else None
+
+
+def newest_readable_checkpoint(
+    run_dir: Path, *, set_aside: bool, warn: Callable[[str], None]
+) -> tuple[Path, ResumeState] | None:
+    """The newest checkpoint of ``run_dir`` that reads whole, and its resume state.
+
+    Each unreadable one newer than it is reported through ``warn``; with ``set_aside`` it
+    is renamed ``<name>.corrupt`` (kept for inspection, never read again). When none can
+    be read, nothing is renamed.
+    """
+    directory = Path(run_dir) / CHECKPOINT_DIR
+    final = directory / FINAL_CHECKPOINT
+    candidates = [final] if final.exists() else []
+    candidates += reversed(periodic_checkpoints(directory))
+    bad: list[tuple[Path, CheckpointError]] = []
+    for path in candidates:
+        try:
+            state, _ = read_checkpoint(path)
+        except CheckpointError as e:
+            bad.append((path, e))
+            continue
+        for unreadable, error in bad:
+            if set_aside:
+                aside = unreadable.with_name(unreadable.name + CORRUPT_SUFFIX)
+                os.replace(unreadable, aside)
+                _fsync_dir(directory)
+                warn(f"{error}\nset it aside as {aside.name}; continuing from {path.name}")
+            else:
+                warn(f"{error}\nusing {path.name} instead")
+        return path, state
+    for _, error in bad:
+        warn(str(error))
+    return None
+
+
+def is_finished(run_dir: Path) -> bool:
+    return (Path(run_dir) / CHECKPOINT_DIR / FINAL_CHECKPOINT).exists()

@@ -1,0 +1,155 @@
+"""Compare grids (``txrl compare``): a base training config times axes of overrides, times seeds."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from txrl.config.files import apply_overrides, deep_copy, read_yaml, set_dotted
+from txrl.config.schema import NonNegativeInt, PositiveInt, from_mapping
+from txrl.config.sections import TrainConfig
+from txrl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One cell of a compare grid: a label per axis and the base config it overrides."""
+
+    labels: tuple[tuple[str, str], ...]  # ((axis, label), ...) in axis order
+    config: TrainConfig  # with seed 0; runs replace the seed
+
+    @property
+    def name(self) -> str:
+        return "__".join(label for _, label in self.labels) or "base"
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """A grid of training variants (product of the axes) times seeds, and how to summarise it.
+
+    YAML::
+
+        name: compare_gates
+        base: quickstart.yaml         # a training config: a mapping, or a path relative to this file
+        seeds: [0, 1, 2]
+        axes:                         # product over the axes, in order
+          policy.gate: [gru, input]   # a list: values of one dotted key, labelled by value
+          task:                       # a mapping: label -> overrides (dotted keys)
+            tmaze: {env.id: txrl/TMaze-v0, env.kwargs: {length: 8}}
+            memory: {env.id: txrl/MiniGrid-MemoryS7-v0, env.kwargs: {}}
+        metric: success_rate          # success_rate | mean_return: what results.md ranks
+        threshold: 0.9                # steps-to-threshold uses the first evaluation >= this
+        panels: task                  # one learning-curve panel per label of this axis
+    """
+
+    name: str | None = None
+    """Names the output directory (``runs/<name>``); ``null``: the file's stem."""
+    base: dict[str, Any] = field(default_factory=dict)
+    """The training config every variant starts from."""
+    seeds: tuple[NonNegativeInt, ...] = (0, 1, 2)
+    """Seeds run for every variant."""
+    axes: dict[str, Any] = field(default_factory=dict)
+    """Axis name -> list of values (the name is a dotted key) or mapping label -> overrides."""
+    metric: Literal["success_rate", "mean_return"] = "success_rate"
+    """Evaluation metric the results and plots summarise."""
+    threshold: float = 0.9
+    """Level of ``metric`` for the steps-to-threshold column."""
+    panels: str | None = None
+    """Axis whose labels get one learning-curve panel each; ``null``: one panel."""
+    workers: PositiveInt | None = None
+    """Runs in parallel; ``null``: the number of CPU cores."""
+
+    def variants(self) -> list[Variant]:
+        """Every cell of the grid, each checked as a training config (seed 0)."""
+        if not self.seeds:
+            raise ConfigError("seeds must be a non-empty list of integers >= 0")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"seeds must not repeat, got {list(self.seeds)}")
+        if self.panels is not None and self.panels not in self.axes:
+            raise ConfigError(
+                f"panels must name an axis ({', '.join(self.axes) or 'none declared'}), got {self.panels!r}"
+            )
+        cells: list[list[tuple[str, str, dict[str, Any]]]] = []
+        for axis, spec in self.axes.items():
+            cells.append(_axis_cells(axis, spec))
+        variants, problems = [], []
+        for combo in itertools.product(*cells):
+            data = deep_copy(self.base)
+            for _, _, overrides in combo:
+                for key, value in overrides.items():
+                    if key == "seed" or key.startswith("seed."):
+                        raise ConfigError("an axis cannot set seed; list the seeds under seeds:")
+                    set_dotted(data, key, deep_copy(value))
+            labels = tuple((axis, label) for axis, label, _ in combo)
+            data["seed"] = 0
+            name = "__".join(label for _, label in labels) or "base"
+            data["name"] = name
+            where = ", ".join(f"{a}={lab}" for a, lab in labels) or "the base config"
+            try:
+                config = TrainConfig.from_dict(data)
+            except ConfigError as e:
+                problems += [f"variant {where}: {p}" for p in e.problems]
+                continue
+            from txrl.config.resolve import check_policy
+
+            policy, wrong = check_policy(config.policy)
+            problems += [f"variant {where}: {p}" for p in wrong]
+            variants.append(Variant(labels, dataclasses.replace(config, policy=policy)))
+        if problems:
+            from txrl.config.resolve import inapplicable_note
+
+            raise ConfigError(problems, note=inapplicable_note(problems))
+        names = [v.name for v in variants]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"two variants share a name; labels must be unique per axis: {names}")
+        return variants
+
+
+def _axis_cells(axis: str, spec: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    if isinstance(spec, list):
+        if not spec:
+            raise ConfigError(f"axes.{axis} is an empty list")
+        return [(axis, _label(v), {axis: v}) for v in spec]
+    if isinstance(spec, Mapping) and spec:
+        cells = []
+        for label, overrides in spec.items():
+            if not isinstance(overrides, Mapping) or not all(isinstance(k, str) for k in overrides):
+                raise ConfigError(
+                    f"axes.{axis}.{label} must be a mapping of dotted keys to values, got {overrides!r}"
+                )
+            if not re.fullmatch(r"[\w.+=-]+", str(label)):
+                raise ConfigError(
+                    f"axes.{axis}: label {label!r} must use letters, digits and _ . + = - only"
+                )
+            cells.append((axis, str(label), dict(overrides)))
+        return cells
+    raise ConfigError(
+        f"axes.{axis} must be a non-empty list of values (of the key {axis}) "
+        f"or a mapping of labels to overrides, got {spec!r}"
+    )
+
+
+def _label(value: Any) -> str:
+    """A file-name-safe label for an axis value (an id like ``txrl/TMaze-v0`` gives ``TMaze-v0``)."""
+    text = value.rsplit("/", 1)[-1] if isinstance(value, str) else json.dumps(value)
+    return re.sub(r"[^\w.+=-]+", "-", text).strip("-") or "value"
+
+
+def load_compare_config(path: str | Path, overrides: Sequence[str] = ()) -> CompareConfig:
+    """Read a compare config; ``base:`` may be a path (relative to the file) to a training config."""
+    path = Path(path)
+    data = read_yaml(path)
+    if isinstance(data.get("base"), str):
+        data["base"] = read_yaml(path.parent / data["base"])
+    data = apply_overrides(data, overrides)
+    if data.get("name") is None:
+        data["name"] = path.stem
+    config = from_mapping(CompareConfig, data)
+    config.variants()  # checks every cell now, before anything runs
+    return config

@@ -1,0 +1,155 @@
+"""The checks of a training config that need more than the config: run once before training.
+
+:func:`resolve` looks the backbone up in the registry (which imports torch), builds it once
+at a tiny size (so that its own checks run), makes one env (so that the env checks its
+kwargs), and asks torch whether the device exists. Training (:func:`txrl.train.train`) and
+``txrl compare`` (once per variant, before any run starts) call it; parsing a config never
+does, so reading a run's config or planning a grid builds nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+
+from txrl.config.sections import EnvConfig, PolicyConfig, TrainConfig
+from txrl.errors import ConfigError
+
+
+def resolve(config: TrainConfig) -> TrainConfig:
+    """The checks that need the backbone registry, the env and torch; the config to train.
+
+    Reports every problem at once. With ``policy.inapplicable: drop`` the settings the
+    backbone does not have are cleared in the returned config (which the run records).
+    """
+    from txrl.learners import get_learner
+
+    learner = get_learner(config.algo)
+    policy, problems = check_policy(config.policy)
+    if learner.backbones is not None and policy.backbone not in learner.backbones:
+        problems.append(
+            f"algo {config.algo} trains policy.backbone {' or '.join(learner.backbones)}, "
+            f"got {policy.backbone!r} (with policy.inapplicable: drop the settings the new "
+            "backbone does not have are cleared)"
+        )
+    if not problems:
+        problems += _check_backbone_builds(policy, memory_policy=learner.memory_policy)
+    problems += _check_env(config.env)
+    problems += _check_device(config.runtime.device)
+    if problems:
+        raise ConfigError(problems, note=inapplicable_note(problems))
+    return dataclasses.replace(config, policy=policy)
+
+
+def inapplicable_note(problems: list[str]) -> str | None:
+    if any("does not apply to backbone" in p for p in problems):
+        return (
+            "settings a backbone does not have can all be cleared at once with "
+            "policy.inapplicable: drop (--set policy.inapplicable=drop), or one by one with "
+            "--set policy.KEY=null"
+        )
+    return None
+
+
+def check_policy(policy: PolicyConfig) -> tuple[PolicyConfig, list[str]]:
+    """The policy with inapplicable settings dropped (when asked), and what is wrong with it.
+
+    Uses the backbone registry (imports torch) but builds nothing.
+    """
+    from txrl.nn import backbone_config_class, backbone_names
+
+    names = backbone_names()
+    if policy.backbone not in names:
+        return policy, [
+            f"policy.backbone must be one of {', '.join(names)}, got {policy.backbone!r}"
+        ]
+    valid = [
+        f.name
+        for f in dataclasses.fields(backbone_config_class(policy.backbone))
+        if f.name != "input_dim"
+    ]
+    extra = [key for key in policy.backbone_settings() if key not in valid]
+    if policy.inapplicable == "drop" and extra:
+        policy = dataclasses.replace(
+            policy,
+            **{k: None for k in extra if k in policy.BACKBONE_FIELDS},
+            backbone_kwargs={k: v for k, v in policy.backbone_kwargs.items() if k in valid},
+        )
+        extra = []
+    problems = [
+        f"{'policy' if key in policy.BACKBONE_FIELDS else 'policy.backbone_kwargs'}.{key} "
+        f"does not apply to backbone {policy.backbone!r}; its settings: {', '.join(valid)}"
+        for key in extra
+    ]
+    return policy, problems
+
+
+def _check_backbone_builds(policy: PolicyConfig, *, memory_policy: bool) -> list[str]:
+    from txrl.nn import make_backbone
+
+    try:
+        # Building the (small, CPU) module runs every check of the backbone itself.
+        make_backbone(policy.backbone, input_dim=1, **policy.backbone_settings())
+    except (ValueError, TypeError) as e:
+        return [f"policy (backbone {policy.backbone!r}): {e}"]
+    if not memory_policy:
+        return []
+    from txrl.sb3.policies import MemoryActorCriticPolicy
+
+    valid_kwargs = MemoryActorCriticPolicy.valid_kwargs()
+    return [
+        f"policy.{key} is not supported by this version's memory policies "
+        f"(their settings: {', '.join(valid_kwargs)})"
+        for key in policy.policy_kwargs()
+        if key not in valid_kwargs
+    ]
+
+
+def _check_env(env: EnvConfig) -> list[str]:
+    import gymnasium as gym
+
+    import txrl.envs  # noqa: F401  # registers the txrl ids
+
+    env_id = env.id
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            __import__(module)
+        except ImportError as e:
+            return [f"env.id {env_id!r}: cannot import module {module!r} ({e})"]
+    if name not in gym.registry:
+        txrl_ids = sorted(k for k in gym.registry if k.startswith("txrl/") and "popgym" not in k)
+        close = difflib.get_close_matches(name, list(gym.registry), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        return [
+            f"env.id {env_id!r} is not a registered Gymnasium id{hint} "
+            f"(txrl tasks: {', '.join(txrl_ids)}, txrl/popgym-<Name>-v0, or any gymnasium id)"
+        ]
+    try:
+        # Making one env runs the env's own checks of its kwargs (cheap for the memory tasks).
+        gym.make(env_id, **env.kwargs).close()
+    except (ValueError, TypeError) as e:
+        return [f"env.kwargs {env.kwargs!r} rejected by {env_id}: {e}"]
+    return []
+
+
+def _check_device(device: str) -> list[str]:
+    """A device torch can use here; asking for a GPU that is not there is an error, not a
+    silent CPU run recorded as a GPU one."""
+    import torch
+
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return [
+                f"runtime.device is {device!r} but torch sees no CUDA GPU here "
+                "(torch.cuda.is_available() is false); use cpu or auto"
+            ]
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            return [
+                f"runtime.device is {device!r} but there are {torch.cuda.device_count()} CUDA "
+                f"devices (cuda:0 .. cuda:{torch.cuda.device_count() - 1})"
+            ]
+    if device == "mps" and not torch.backends.mps.is_available():
+        return ["runtime.device is 'mps' but torch has no MPS backend here; use cpu or auto"]
+    return []

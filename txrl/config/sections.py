@@ -1,0 +1,336 @@
+"""The sections of a training config, and the config itself (:class:`TrainConfig`).
+
+A training config (every section and key optional; the defaults and their meaning are the
+fields below)::
+
+    name: quickstart            # names the run directory
+    algo: ppo                   # a learner of txrl.learners: ppo | vmpo | recurrent_ppo
+    seed: 0
+    budget: 80000               # total env steps
+    env:    {id: txrl/TMazePassive-v0, kwargs: {length: 10}, n_envs: 8}
+    policy: {backbone: gtrxl, gate: gru, d_model: 32, n_layers: 1, memory_length: 16}
+    ppo:    {learning_rate: 5.0e-4, n_steps: 64, segment_length: 16, ...}
+    eval:   {every: 5000, episodes: 32}
+    checkpoint: {every: 10000, keep: 2}
+    runtime: {device: cpu, progress_bar: true}
+
+The section named after ``algo`` holds the learner's settings: the fields of its settings
+dataclass, declared once beside the learner (``ppo``: :class:`txrl.learners.ppo.MemoryPPOSettings`,
+``vmpo``: :class:`txrl.learners.vmpo.VMPOSettings`, ``recurrent_ppo``:
+:class:`txrl.learners.recurrent_ppo.RecurrentPPOSettings`).
+
+Parsing checks keys, types, ranges and how fields fit together, and needs no torch; the
+checks that need the backbone registry, an env or the device are :mod:`txrl.config.resolve`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from txrl.config.schema import (
+    Interval,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    _build,
+    to_plain,
+)
+from txrl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """The training environment."""
+
+    id: str = "txrl/TMaze-v0"
+    """A registered Gymnasium id; the txrl tasks are ``txrl/...`` (see :mod:`txrl.envs`)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``gym.make(id, **kwargs)``, e.g. ``{length: 10}`` for the T-maze."""
+    n_envs: PositiveInt = 8
+    """Envs stepped in parallel; each carries its own memory."""
+    vec_env: Literal["dummy", "subproc"] = "dummy"
+    """``dummy``: all envs in the training process (exact resume: their state is checkpointed);
+    ``subproc``: one process per env (in-flight episodes restart on resume)."""
+    previous_action_reward: bool = False
+    """Feed the previous action and reward to the agent with each observation, as the GTrXL
+    and V-MPO agents receive them (:class:`txrl.envs.PreviousActionReward`)."""
+    normalize_obs: bool = False
+    """Wrap the envs in SB3's ``VecNormalize`` for observations (statistics are checkpointed)."""
+    normalize_reward: bool = False
+    """Wrap the envs in SB3's ``VecNormalize`` for rewards (training only, never evaluation)."""
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The memory policy: a backbone from :func:`txrl.make_backbone` with actor and critic heads.
+
+    Settings left ``null`` take the backbone's own default. A setting the chosen backbone does
+    not have (``gate`` for ``lstm``) is an error, unless ``inapplicable: drop`` clears it.
+    With ``algo: recurrent_ppo`` the backbone is sb3-contrib's LSTM: ``hidden_size`` (or
+    ``d_model``), ``n_layers`` and ``net_arch`` apply.
+    """
+
+    backbone: str = "gtrxl"
+    """Any name of ``txrl.backbone_names()``: gtrxl, trxl_i, trxl, lstm, gru, ..."""
+    gate: str | None = None
+    """GTrXL gate: input, output, highway, sigtanh, gru, residual (``gtrxl`` only)."""
+    gate_bias: float | None = None
+    """Gate bias b_g; ``null``: the paper's default of the gate (2 for ``gru``)."""
+    n_layers: PositiveInt | None = None
+    """Number of layers of the backbone."""
+    d_model: PositiveInt | None = None
+    """Width of the backbone (the hidden size for lstm/gru)."""
+    n_heads: PositiveInt | None = None
+    """Attention heads (transformer backbones)."""
+    memory_length: NonNegativeInt | None = None
+    """Steps of memory each layer attends to (transformer backbones)."""
+    hidden_size: PositiveInt | None = None
+    """Hidden size of lstm/gru (synonym of ``d_model`` there)."""
+    backbone_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Further settings of the backbone's config dataclass (e.g. ``d_ff``, ``dropout``)."""
+    net_arch: tuple[NonNegativeInt, ...] | dict[str, tuple[NonNegativeInt, ...]] | None = None
+    """SB3 ``net_arch`` of the heads after the backbone: ``[64]`` or ``{pi: [64], vf: [64]}``."""
+    encoder: Literal["auto", "mlp", "cnn", "multi_input"] = "auto"
+    """Observation encoder before the backbone; ``auto``: ``multi_input`` for Dict
+    observations, else ``mlp`` (which flattens, fine for MiniGrid's 7x7x3 codes)."""
+    inapplicable: Literal["error", "drop"] = "error"
+    """What to do with settings the chosen backbone does not have (``gate`` or ``n_heads``
+    for ``lstm``): ``error`` names them all; ``drop`` clears them, so switching backbone is
+    one override: ``--set policy.backbone=lstm --set policy.inapplicable=drop``."""
+
+    #: Settings of the backbone that are fields here, passed on when not null.
+    BACKBONE_FIELDS: typing.ClassVar[tuple[str, ...]] = (
+        "gate",
+        "gate_bias",
+        "n_layers",
+        "d_model",
+        "n_heads",
+        "memory_length",
+        "hidden_size",
+    )
+
+    def backbone_settings(self) -> dict[str, Any]:
+        """The backbone settings that were given (not null), merged with ``backbone_kwargs``."""
+        given = {k: getattr(self, k) for k in self.BACKBONE_FIELDS if getattr(self, k) is not None}
+        return {**given, **self.backbone_kwargs}
+
+    def policy_kwargs(self) -> dict[str, Any]:
+        """``policy_kwargs`` of a txrl memory policy (settings left null are not passed)."""
+        kwargs: dict[str, Any] = {"backbone": self.backbone}
+        kwargs.update(
+            {k: getattr(self, k) for k in self.BACKBONE_FIELDS if getattr(self, k) is not None}
+        )
+        if self.backbone_kwargs:
+            kwargs["backbone_kwargs"] = dict(self.backbone_kwargs)
+        if self.net_arch is not None:
+            kwargs["net_arch"] = (
+                list(self.net_arch)
+                if isinstance(self.net_arch, tuple)
+                else {k: list(v) for k, v in self.net_arch.items()}
+            )
+        return kwargs
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Periodic evaluation on separate envs (success rate and return)."""
+
+    every: NonNegativeInt = 10_000
+    """Evaluate when the step count crosses a multiple of this (checked between rollouts);
+    0: only at the end. Step 0 is evaluated too, so learning curves start at the beginning."""
+    episodes: PositiveInt = 20
+    """Episodes per evaluation."""
+    n_envs: PositiveInt = 8
+    """Eval envs run side by side (at most ``episodes``)."""
+    deterministic: bool = True
+    """Greedy actions (``true``) or sampled ones."""
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Atomic checkpoints for resuming (``txrl train --resume``)."""
+
+    every: NonNegativeInt = 10_000
+    """Checkpoint when the step count crosses a multiple of this (between rollouts); 0: only
+    the final one."""
+    keep: NonNegativeInt = 2
+    """Most recent periodic checkpoints kept; 0 keeps all. The final one is always kept."""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How the run executes; none of it changes what is learned (on CPU)."""
+
+    device: str = "cpu"
+    """Torch device: cpu, cuda, cuda:1, auto."""
+    torch_threads: PositiveInt | None = None
+    """``torch.set_num_threads``; ``null`` leaves torch's default."""
+    progress_bar: bool = True
+    """Show progress over the whole budget: a bar on a terminal, else a line every
+    ``progress_every`` seconds (steps, steps/s, latest evaluation)."""
+    progress_every: PositiveFloat = 30.0
+    """Seconds between progress lines when the output is not a terminal (a log file)."""
+    verbose: Annotated[int, Interval(0, 2)] = 0
+    """SB3 verbosity (1 prints the logger's tables)."""
+    log_interval: PositiveInt = 1
+    """Rollouts between SB3 logger dumps (TensorBoard points)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything one training run needs; one YAML file."""
+
+    name: str | None = None
+    """Name of the run (prefix of its directory); ``null``: the config file's stem."""
+    algo: str = "ppo"
+    """Learner, a name of :func:`txrl.learners.learner_names`: ``ppo`` (txrl.MemoryPPO),
+    ``vmpo`` (txrl.VMPO), ``recurrent_ppo`` (sb3-contrib's RecurrentPPO with its LSTM);
+    the section of the same name holds its settings."""
+    seed: NonNegativeInt = 0
+    """Seed of torch, numpy, python and the envs."""
+    budget: PositiveInt = 100_000
+    """Total env steps (summed over envs); training stops at the first rollout past it."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    learner: Any = field(default=None, metadata={"yaml": False})
+    """The chosen learner's settings (the YAML section named after ``algo``); ``None``
+    when constructed: that learner's defaults."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+
+    def __post_init__(self) -> None:
+        if self.learner is None:
+            from txrl.learners import get_learner
+
+            object.__setattr__(self, "learner", get_learner(self.algo).settings())
+
+    def __getattr__(self, name: str) -> Any:
+        # ``config.ppo`` reads the section of the chosen learner by its YAML name.
+        if not name.startswith("_") and name not in ("algo", "learner"):
+            from txrl.learners import learner_names
+
+            if name in learner_names():
+                if name == self.algo:
+                    return self.learner
+                raise AttributeError(
+                    f"this config trains algo {self.algo!r}; it has no {name} section"
+                )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TrainConfig:
+        """Build and check a config: keys, types, ranges and how fields fit together.
+
+        Every problem is reported at once. Needs no torch: the checks that need the
+        backbone registry or the env (and the device) are :func:`txrl.config.resolve`'s,
+        which training runs once before it starts.
+        """
+        from txrl.learners import get_learner, learner_names
+
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"the config must be a mapping of settings, got {data!r}")
+        names = learner_names()
+        problems: list[str] = []
+        data = dict(data)
+        algo: str | None = data.pop("algo", "ppo")
+        if algo not in names:
+            problems.append(f"algo must be one of {', '.join(map(repr, names))}, got {algo!r}")
+            algo = None
+        sections = {name: data.pop(name) for name in names if name in data}
+        for other in sections:
+            if algo is not None and other != algo:
+                problems.append(
+                    f"section {other}: is for algo {other!r} but algo is {algo!r}; "
+                    f"remove it or set algo: {other}"
+                )
+        config = _build(cls, data, "", problems)
+        if algo is not None:
+            settings = _build(get_learner(algo).settings, sections.get(algo), algo, problems)
+            config = dataclasses.replace(config, algo=algo, learner=settings)
+        if not problems:
+            problems += config.problems()
+        if problems:
+            raise ConfigError(problems)
+        return config
+
+    @property
+    def algo_settings(self) -> Any:
+        """The settings of the chosen learner (its section)."""
+        return self.learner
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data that :meth:`from_dict` reads back; the learner under its ``algo`` key."""
+        data: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "learner":
+                data[self.algo] = to_plain(self.learner)
+            else:
+                data[f.name] = to_plain(getattr(self, f.name))
+        return data
+
+    def problems(self) -> list[str]:
+        """What is wrong across fields (each field itself being valid), one line per problem."""
+        problems = []
+        learner = self.learner
+        n_steps = getattr(learner, "n_steps", None)
+        batch_size = getattr(learner, "batch_size", None)
+        if n_steps is not None and batch_size is not None:
+            rollout = n_steps * self.env.n_envs
+            if batch_size > rollout:
+                problems.append(
+                    f"{self.algo}.batch_size ({batch_size}) must be <= the rollout "
+                    f"size {self.algo}.n_steps * env.n_envs = {rollout}"
+                )
+        segment = getattr(learner, "segment_length", None)
+        if segment is not None:
+            for key in ("n_steps", "batch_size"):
+                value = getattr(learner, key)
+                if value % segment:
+                    problems.append(
+                        f"{self.algo}.{key} ({value}) must be a multiple of "
+                        f"{self.algo}.segment_length ({segment}): training uses whole segments"
+                    )
+        if self.runtime.device not in ("cpu", "auto") and not re.fullmatch(
+            r"cuda(:\d+)?|mps", self.runtime.device
+        ):
+            problems.append(
+                f"runtime.device must be cpu, auto, cuda, cuda:N or mps, got {self.runtime.device!r}"
+            )
+        if isinstance(self.policy.net_arch, dict) and set(self.policy.net_arch) - {"pi", "vf"}:
+            problems.append(
+                "policy.net_arch as a mapping takes the keys pi and vf, "
+                f"got {', '.join(self.policy.net_arch)}"
+            )
+        return problems
+
+
+#: Keys ``txrl train --resume RUN_DIR --set KEY=VALUE`` may change: how long and how the run
+#: goes on, never what it has learned so far.
+RESUME_KEYS: tuple[str, ...] = ("budget", "eval", "checkpoint", "runtime")
+
+
+def changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two plain configs."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        keys = sorted(set(old) | set(new))
+        return [d for k in keys for d in changed_keys(old.get(k), new.get(k), f"{prefix}{k}.")]
+    return [] if old == new else [prefix.rstrip(".")]
+
+
+def check_resume_changes(old: TrainConfig, new: TrainConfig) -> None:
+    """Raise ConfigError unless ``new`` differs from ``old`` only in :data:`RESUME_KEYS`."""
+    changed = changed_keys(old.to_dict(), new.to_dict())
+    fixed = [k for k in changed if k.split(".")[0] not in RESUME_KEYS]
+    if fixed:
+        raise ConfigError(
+            f"a resumed run keeps what it learned with: cannot change {', '.join(fixed)}; "
+            f"--resume takes --set for {', '.join(k + ('' if k == 'budget' else '.*') for k in RESUME_KEYS)}"
+        )

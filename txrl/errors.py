@@ -1,0 +1,31 @@
+"""The errors txrl's command line turns into messages: light to import (no torch).
+
+``txrl`` checks what it is given before it imports torch, so these live apart from the
+modules that raise them most (:mod:`txrl.config`, :mod:`txrl.train`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ConfigError(ValueError):
+    """A config is wrong; the message names each bad key (dotted path) and what would be valid.
+
+    ``problems`` holds one line per problem, so that a config with several mistakes is
+    reported whole, not one mistake per attempt.
+    """
+
+    def __init__(self, message: str | Sequence[str], *, note: str | None = None) -> None:
+        problems = [message] if isinstance(message, str) else list(message)
+        self.problems = problems
+        self.note = note
+        if len(problems) == 1:
+            text = problems[0]
+        else:
+            text = f"{len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems)
+        super().__init__(text if note is None else f"{text}\n{note}")
+
+
+class RunError(RuntimeError):
+    """A run directory cannot be used as asked (exists, missing, finished, ...)."""

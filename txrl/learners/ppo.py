@@ -1,0 +1,71 @@
+"""MemoryPPO's settings: PPO (Schulman et al. 2017) on a txrl memory policy.
+
+The defaults of :class:`txrl.MemoryPPO`'s constructor are these fields' defaults; the YAML
+section ``ppo:`` sets them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from txrl.config.schema import NonNegativeFloat, PositiveFloat, PositiveInt, UnitFloat
+from txrl.learners import CheckFinite, Learner, memory_policy
+
+
+@dataclass(frozen=True)
+class PPOLossSettings:
+    """The settings of PPO's objective, shared by every PPO learner, with SB3's defaults."""
+
+    gamma: UnitFloat = 0.99
+    """Discount factor."""
+    gae_lambda: UnitFloat = 0.95
+    """GAE(lambda) of Schulman et al. (2016)."""
+    clip_range: PositiveFloat = 0.2
+    """PPO clip epsilon of the probability ratio."""
+    clip_range_vf: PositiveFloat | None = None
+    """Clip of the value prediction around its rollout value; ``null``: no clipping."""
+    normalize_advantage: bool = True
+    """Normalise the advantages of each minibatch to zero mean and unit variance."""
+    ent_coef: NonNegativeFloat = 0.0
+    """Entropy bonus coefficient (0, as SB3's PPO; the shipped configs use 0.01)."""
+    vf_coef: NonNegativeFloat = 0.5
+    """Value-loss coefficient."""
+    max_grad_norm: PositiveFloat = 0.5
+    """Global gradient-norm clip."""
+    target_kl: PositiveFloat | None = None
+    """Stop an update's epochs once the approximate KL exceeds 1.5 x this; ``null``: never."""
+    stats_window_size: PositiveInt = 100
+    """Episodes averaged in the ``rollout/`` statistics."""
+
+
+@dataclass(frozen=True)
+class MemoryPPOSettings(PPOLossSettings):
+    """Settings of :class:`txrl.MemoryPPO` (the ``ppo:`` section of a config)."""
+
+    learning_rate: PositiveFloat = 3e-4
+    """Adam step size."""
+    n_steps: PositiveInt = 128
+    """Steps per env per rollout; a rollout holds ``n_steps * n_envs`` transitions."""
+    batch_size: PositiveInt = 256
+    """Transitions per minibatch (whole segments of ``segment_length`` steps)."""
+    n_epochs: PositiveInt = 4
+    """Passes over each rollout."""
+    segment_length: PositiveInt = 32
+    """Steps per training segment, each recomputed from the memory its acting steps saw;
+    must divide ``n_steps`` and ``batch_size``."""
+    aux_loss_coef: dict[str, NonNegativeFloat] | None = None
+    """Coefficient per auxiliary loss a backbone reports (``span_l1`` of adaptive_span,
+    ``ponder_cost`` of universal, ``attention_reconstruction`` of compressive); a loss not
+    listed, or ``null``, gets coefficient 1."""
+    check_finite: CheckFinite = "raise"
+    """On a NaN/inf observation or reward: ``raise`` (names env and step), ``warn``, or ``off``.
+    A non-finite loss always stops training before the optimizer step."""
+
+
+LEARNER = Learner(
+    name="ppo",
+    settings=MemoryPPOSettings,
+    algorithm="txrl.sb3.ppo:MemoryPPO",
+    policy=memory_policy,
+    zoo_name="memory_ppo",
+)

@@ -1,0 +1,63 @@
+"""RecurrentPPO's settings: sb3-contrib's PPO with an LSTM policy, as a txrl learner.
+
+``algo: recurrent_ppo`` trains :class:`txrl.sb3.recurrent_ppo.RecurrentPPO` (sb3-contrib's
+algorithm, unchanged) with its own ``*LstmPolicy``. These fields are its constructor's
+arguments with its own defaults (the tests check them against sb3-contrib's signature); the
+YAML section ``recurrent_ppo:`` sets them. The policy comes from the ``policy:`` section:
+``backbone: lstm``, with ``hidden_size`` (or ``d_model``) as ``lstm_hidden_size``,
+``n_layers`` as ``n_lstm_layers`` and ``net_arch``; left ``null``, sb3-contrib's defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from txrl.config.schema import Interval, PositiveFloat, PositiveInt
+from txrl.learners import Learner, encoder_prefix
+from txrl.learners.ppo import PPOLossSettings
+
+
+@dataclass(frozen=True)
+class RecurrentPPOSettings(PPOLossSettings):
+    """Settings of sb3-contrib's RecurrentPPO (the ``recurrent_ppo:`` section of a config).
+
+    PPO's objective as :class:`~txrl.learners.ppo.PPOLossSettings` (sb3-contrib's defaults
+    are SB3's), and:
+    """
+
+    learning_rate: PositiveFloat = 3e-4
+    """Adam step size."""
+    n_steps: PositiveInt = 128
+    """Steps per env per rollout."""
+    batch_size: Annotated[int, Interval(2)] = 128
+    """Transitions per minibatch (whole sequences are cut at episode starts)."""
+    n_epochs: PositiveInt = 10
+    """Passes over each rollout."""
+    use_sde: bool = False
+    """Generalised state-dependent exploration (Box actions only)."""
+    sde_sample_freq: Annotated[int, Interval(-1)] = -1
+    """Steps between noise resamples with ``use_sde``; -1: once per rollout."""
+
+
+def lstm_policy(policy: Any, observation_space: Any) -> tuple[str, dict[str, Any]]:
+    """sb3-contrib's ``<Mlp|Cnn|MultiInput>LstmPolicy`` and the kwargs the config gives."""
+    kwargs: dict[str, Any] = {}
+    size = policy.hidden_size if policy.hidden_size is not None else policy.d_model
+    if size is not None:
+        kwargs["lstm_hidden_size"] = size
+    if policy.n_layers is not None:
+        kwargs["n_lstm_layers"] = policy.n_layers
+    if policy.net_arch is not None:
+        kwargs["net_arch"] = policy.policy_kwargs()["net_arch"]
+    return encoder_prefix(policy.encoder, observation_space) + "LstmPolicy", kwargs
+
+
+LEARNER = Learner(
+    name="recurrent_ppo",
+    settings=RecurrentPPOSettings,
+    algorithm="txrl.sb3.recurrent_ppo:RecurrentPPO",
+    policy=lstm_policy,
+    backbones=("lstm",),
+    memory_policy=False,
+)

@@ -1,0 +1,87 @@
+"""The envs of a run: training envs (optionally normalised), eval envs, restored envs.
+
+Used by training (:mod:`txrl.train`) and by evaluating a checkpoint
+(:func:`txrl.evaluate.evaluate_checkpoint`), which therefore do not import each other.
+Every env is wrapped in SB3's ``Monitor`` (episode returns and lengths) and seeded
+``seed, seed + 1, ...``; eval envs use seeds disjoint from the training envs'.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
+
+from txrl.checkpoint import ResumeState
+from txrl.config import TrainConfig
+
+EVAL_SEED_OFFSET = 1_000_000  # eval envs use seeds disjoint from the training envs'
+
+
+# ---------------------------------------------------------------------------- environments
+
+
+def make_envs(config: TrainConfig, n_envs: int, seed: int, *, subproc: bool = False) -> VecEnv:
+    """``n_envs`` Monitor-wrapped copies of the config's env, seeded ``seed, seed + 1, ...``."""
+    from txrl.envs import make_env_fn
+
+    factory = make_env_fn(
+        config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
+    )
+    if subproc:
+        return make_vec_env(
+            factory,
+            n_envs=n_envs,
+            seed=seed,
+            vec_env_cls=SubprocVecEnv,
+            vec_env_kwargs={"start_method": "forkserver"},
+        )
+    return make_vec_env(factory, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
+
+
+def make_train_env(config: TrainConfig) -> VecEnv:
+    """The training envs (``env.n_envs``), with ``VecNormalize`` when asked for."""
+    env = make_envs(config, config.env.n_envs, config.seed, subproc=config.env.vec_env == "subproc")
+    if config.env.normalize_obs or config.env.normalize_reward:
+        env = VecNormalize(
+            env,
+            norm_obs=config.env.normalize_obs,
+            norm_reward=config.env.normalize_reward,
+            gamma=config.algo_settings.gamma,
+        )
+    return env
+
+
+def make_eval_env(
+    config: TrainConfig, *, episodes: int | None = None, seed: int | None = None
+) -> VecEnv:
+    """Eval envs (in-process); with frozen observation normalisation when training uses it."""
+    episodes = episodes or config.eval.episodes
+    seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
+    env = make_envs(config, min(config.eval.n_envs, episodes), seed)
+    if config.env.normalize_obs:
+        env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False)
+    return env
+
+
+def restore_envs(config: TrainConfig, state: ResumeState) -> tuple[VecEnv, bool]:
+    """Training envs for a resumed run, and whether their exact state was restored."""
+    env: VecEnv | None = None
+    if state.envs is not None and config.env.vec_env == "dummy":
+        with contextlib.suppress(Exception):
+            envs = pickle.loads(state.envs)
+            env = DummyVecEnv([(lambda e=e: e) for e in envs])
+    exact = env is not None
+    if env is None:
+        env = make_envs(
+            config, config.env.n_envs, config.seed, subproc=config.env.vec_env == "subproc"
+        )
+    if state.vec_normalize is not None:
+        vec_normalize: VecNormalize = pickle.loads(state.vec_normalize)
+        vec_normalize.set_venv(env)
+        if state.vec_normalize_returns is not None:
+            vec_normalize.returns = state.vec_normalize_returns.copy()
+        env = vec_normalize
+    return env, exact
