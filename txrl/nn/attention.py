@@ -71,6 +71,11 @@ class RelativeMultiHeadAttention(nn.Module):
     O(D^2) for the new token's projections plus O(M D) for attending over M cached keys;
     the positional keys ``W_kR R_{0..K-1}`` depend on the parameters only and are cached
     while gradients are off (acting), so step cost does not grow with M in projections.
+
+    The cache is keyed on the weight's version counter, which in-place updates bump, but
+    not every optimizer does (fused Adam writes the weights without bumping it), so whoever
+    changes the parameters also calls :meth:`clear_parameter_cache` (learners do it through
+    :meth:`txrl.nn.protocol.Backbone.on_parameters_changed`).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
@@ -99,6 +104,10 @@ class RelativeMultiHeadAttention(nn.Module):
         """Content keys ``W_kE h`` and values ``W_v h`` of layer inputs h (B, N, D) -> 2 x (B, N, D)."""
         keys, values = self.key_value(h).chunk(2, dim=-1)
         return keys, values
+
+    def clear_parameter_cache(self) -> None:
+        """Forget the cached positional keys; call after changing the parameters."""
+        self._position_cache = None
 
     def position_keys(self, n_keys: int) -> torch.Tensor:
         """``W_kR R_d`` for distances d = K-1, ..., 0 (the matrix Q of the reference) -> (K, H, E)."""

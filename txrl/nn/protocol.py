@@ -22,6 +22,9 @@ inside. Learners that train on segments of a rollout also use:
   t sees exactly the memory its acting steps saw;
 * :meth:`Backbone.refresh_state`: recomputes caches derived from the parameters (TrXL's
   memory keys and values) after an update;
+* :meth:`Backbone.on_parameters_changed`: drops the module-level caches derived from the
+  parameters (TrXL's positional keys); learners call it after every optimizer step and
+  after loading weights, since not every optimizer marks the tensors it writes;
 * ``BackboneOutput.aux_losses``: named auxiliary losses (e.g. an adaptive span's L1
   penalty) that a learner adds with its own coefficients; ``stats`` holds diagnostics.
 """
@@ -99,6 +102,18 @@ class Backbone(nn.Module, abc.ABC):
         on the carried memory. The default has no such cache and returns ``state``.
         """
         return state
+
+    def on_parameters_changed(self) -> None:
+        """Drop every cache derived from the parameters, in this module and its submodules.
+
+        A submodule with such a cache defines ``clear_parameter_cache()``. Call this after
+        each optimizer step and after loading weights: caches keyed on tensor versions miss
+        updates that do not bump them (e.g. ``torch.optim.Adam(fused=True)``).
+        """
+        for module in self.modules():
+            clear = getattr(module, "clear_parameter_cache", None)
+            if clear is not None:
+                clear()
 
     def check_inputs(self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor) -> None:
         """Raise a ValueError naming the problem when the inputs do not fit the protocol."""

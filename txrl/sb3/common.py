@@ -335,6 +335,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
                 self.policy.optimizer.step()
+                self.policy.on_parameters_changed()
                 self._after_gradient_step()
                 logged["train/loss"].append(float(loss.detach()))
             if stopped:

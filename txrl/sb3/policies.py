@@ -199,6 +199,18 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
 
     # ------------------------------------------------------------------ memory
 
+    def on_parameters_changed(self) -> None:
+        """Drop the backbone's caches derived from the weights; learners call it after each
+        optimizer step (some optimizers, e.g. fused Adam, do not mark the tensors they write)."""
+        self.backbone.on_parameters_changed()
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """``nn.Module.load_state_dict``, then drop caches of the old weights (``load``,
+        ``set_parameters`` and target-network copies come through here)."""
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self.on_parameters_changed()
+        return result
+
     def initial_state(self, n_envs: int) -> Any:
         return self.backbone.initial_state(n_envs, device=self.device)
 
