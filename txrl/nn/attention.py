@@ -123,6 +123,23 @@ class RelativeMultiHeadAttention(nn.Module):
             self._position_cache = (cache_key, projected)
         return projected
 
+    def over_memory(
+        self,
+        z: torch.Tensor,
+        memory: tuple[torch.Tensor, torch.Tensor],
+        new: tuple[torch.Tensor, torch.Tensor],
+        allowed: torch.Tensor,
+        stats: dict[str, torch.Tensor] | None,
+    ) -> torch.Tensor:
+        """A layer's attention in :class:`txrl.nn.memory.LayerMemoryBackbone`'s loop: cached
+        keys and values ``memory`` and those of the new steps ``new`` stay apart, so an acting
+        step copies nothing of size M; ``allowed`` is the window mask (B, T, K)."""
+        attended, attn_stats = self(z, *memory, *new, allowed, with_stats=stats is not None)
+        if stats is not None:
+            assert attn_stats is not None
+            stats["attention_entropy"] = attn_stats.entropy
+        return attended
+
     def forward(
         self,
         h: torch.Tensor,
@@ -138,57 +155,130 @@ class RelativeMultiHeadAttention(nn.Module):
 
         ``memory_keys``/``memory_values`` (B, M, D) and ``keys``/``values`` (B, T, D) come from
         :meth:`project_memory`. ``allowed`` (B, T, M+T) bool says which pairs may attend.
-        Returns (B, T, D).
+        Returns (B, T, D) and, with ``with_stats``, the attention's diagnostics.
         """
-        b, t, _ = h.shape
-        m = memory_keys.shape[1]
-        k = m + t
+        stats = None
+        if h.shape[1] == 1 and not with_stats and not (self.training and self.dropout):
+            return self._one_step(h, memory_keys, memory_values, keys, values, allowed), None
+        out, weights = relative_attention(
+            self,
+            h,
+            torch.cat((memory_keys, keys), dim=1),  # (B, K, D)
+            torch.cat((memory_values, values), dim=1),  # (B, K, D)
+            allowed,
+            with_weights=with_stats,
+        )
+        if with_stats:
+            assert weights is not None
+            stats = AttentionStats(attention_entropy(weights), allowed.sum(-1).float().mean())
+        return out, stats
+
+    def _one_step(
+        self,
+        h: torch.Tensor,
+        memory_keys: torch.Tensor,
+        memory_values: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        allowed: torch.Tensor,
+    ) -> torch.Tensor:
+        """Acting (T = 1): the same scores as :func:`relative_attention`, attending to memory
+        and self in two parts instead of concatenating an (M+1)-long key tensor."""
+        b, m = memory_keys.shape[:2]
         hd, e = self.n_heads, self.head_dim
         scale = 1.0 / math.sqrt(e)
-        q = self.query(h).unflatten(-1, (hd, e)).transpose(1, 2)  # (B, T, D) -> (B, H, T, E)
+        q = split_heads(self.query(h), hd)  # (B, H, 1, E)
         qu = q + self.content_bias[None, :, None, :]  # for (a) + (c): (q + u) k^T
         qv = q + self.position_bias[None, :, None, :]  # for (b) + (d): (q + v) (W_kR R)^T
-        pos = self.position_keys(k)  # (K, H, E), distances K-1 .. 0
-        # (b) + (d): one product against the K distances, then the relative shift
-        position_scores = rel_shift(torch.einsum("bhte,khe->bhtk", qv, pos))  # (B, H, T, K)
-        dropout = self.dropout if self.training else 0.0
-        new_key = keys.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, T, D) -> (B, H, T, E)
-        new_value = values.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, T, E)
-        memory_key = memory_keys.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, M, E)
-        memory_value = memory_values.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, M, E)
-        stats = None
-        if t == 1 and not with_stats and dropout == 0.0:
-            # Acting: attend to memory and self in two parts instead of concatenating an
-            # (M+1)-long key tensor, so a step copies nothing of size M.
-            content = torch.cat(
-                (qu @ memory_key.transpose(-1, -2), (qu * new_key).sum(-1, keepdim=True)), dim=-1
-            )  # (B, H, 1, K)
-            scores = ((content + position_scores) * scale).masked_fill(
-                ~allowed[:, None], float("-inf")
-            )
-            weights = scores.softmax(dim=-1)  # (B, H, 1, K)
-            attended = (
-                weights[..., :m] @ memory_value + weights[..., m:] * new_value
-            )  # (B, H, 1, E)
-        else:
-            key = torch.cat((memory_key, new_key), dim=2)  # (B, H, K, E)
-            value = torch.cat((memory_value, new_value), dim=2)  # (B, H, K, E)
-            # masked pairs get -inf through the additive mask
-            bias = (position_scores * scale).masked_fill(
-                ~allowed[:, None], float("-inf")
-            )  # (B, H, T, K)
-            if with_stats:
-                weights = (torch.einsum("bhte,bhke->bhtk", qu, key) * scale + bias).softmax(dim=-1)
-                logw = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
-                entropy = -(weights * logw).sum(-1).mean()
-                stats = AttentionStats(entropy.detach(), allowed.sum(-1).float().mean())
-                attended = F.dropout(weights, dropout, self.training) @ value  # (B, H, T, E)
-            else:
-                attended = F.scaled_dot_product_attention(
-                    qu, key, value, attn_mask=bias, dropout_p=dropout
-                )
-        attended = attended.transpose(1, 2).reshape(b, t, self.d_model)  # (B, H, T, E) -> (B, T, D)
-        return self.out(attended), stats
+        # (b) + (d) against distances M .. 0 (rel_shift is the identity for one query)
+        position_scores = torch.einsum("bhte,khe->bhtk", qv, self.position_keys(m + 1))
+        new_key, new_value = split_heads(key, hd), split_heads(value, hd)  # (B, H, 1, E)
+        memory_key = split_heads(memory_keys, hd)  # (B, H, M, E)
+        memory_value = split_heads(memory_values, hd)  # (B, H, M, E)
+        content = torch.cat(
+            (qu @ memory_key.transpose(-1, -2), (qu * new_key).sum(-1, keepdim=True)), dim=-1
+        )  # (B, H, 1, K)
+        scores = ((content + position_scores) * scale).masked_fill(~allowed[:, None], float("-inf"))
+        weights = scores.softmax(dim=-1)  # (B, H, 1, K)
+        attended = weights[..., :m] @ memory_value + weights[..., m:] * new_value  # (B, H, 1, E)
+        return self.out(merge_heads(attended))  # (B, 1, D)
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(..., N, D) -> (..., H, N, E)."""
+    return x.unflatten(-1, (n_heads, -1)).transpose(-3, -2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(..., H, N, E) -> (..., N, D)."""
+    return x.transpose(-3, -2).flatten(-2)
+
+
+def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """Mean entropy (nats) of attention distributions ``weights`` (..., K), detached."""
+    logw = torch.where(weights > 0, weights.clamp_min(1e-30).log(), torch.zeros_like(weights))
+    return -(weights * logw).sum(-1).mean().detach()
+
+
+def relative_attention(
+    attn: RelativeMultiHeadAttention,
+    h: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    distance: torch.Tensor | None = None,
+    n_distances: int | None = None,
+    *,
+    with_weights: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Transformer-XL relative attention (eq. 9 of reference 000) under any mask: the one
+    place every sequence-mode relative attention of txrl computes its scores.
+
+    Queries ``h`` (B, T, D), keys/values (B, K, D) from ``attn.project_memory``.
+    ``mask``: bool, which pairs may attend, or float, an additive bias (-inf where a pair may
+    not attend, any finite log-weight such as an adaptive span's log m_z elsewhere); (B, T, K)
+    for every head, or broadcastable to (B, H, T, K). Positions: by default the keys are
+    ``[memory ; h]`` and query i sits at K - T + i; ``distance`` (B, T, K) long in
+    [0, n_distances) gives each pair's distance instead. Returns (B, T, D) and, when asked,
+    the attention weights (B, H, T, K).
+    """
+    b, t, _ = h.shape
+    k = keys.shape[1]
+    hd = attn.n_heads
+    q = split_heads(attn.query(h), hd)  # (B, H, T, E)
+    key, value = split_heads(keys, hd), split_heads(values, hd)  # (B, H, K, E)
+    scale = 1.0 / math.sqrt(attn.head_dim)
+    # (b) + (d): (q + v)^T W_kR R_{i-j}
+    qv = q + attn.position_bias[None, :, None, :]  # (B, H, T, E)
+    if distance is None:
+        # one product against the K distances K-1 .. 0, then the relative shift
+        position_scores = rel_shift(torch.einsum("bhte,khe->bhtk", qv, attn.position_keys(k)))
+    else:
+        # W_kR R_d for d = 0..n-1 (position_keys lists them from n-1 down), gathered per pair
+        assert n_distances is not None
+        position = attn.position_keys(n_distances).flip(0)  # (n, H, E)
+        by_distance = torch.einsum("bhte,nhe->bhtn", qv, position)  # (B, H, T, n)
+        position_scores = by_distance.gather(-1, distance[:, None].expand(b, hd, t, k))
+    if mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=h.dtype, device=h.device).masked_fill(
+            ~mask, float("-inf")
+        )
+    if mask.dim() == 3:
+        mask = mask[:, None]  # the same for every head
+    bias = position_scores * scale + mask  # (B, H, T, K)
+    # (a) + (c): (q + u)^T k_j
+    qu = q + attn.content_bias[None, :, None, :]  # (B, H, T, E)
+    weights = None
+    dropout = attn.dropout if attn.training else 0.0
+    if with_weights:
+        scores = torch.einsum("bhte,bhke->bhtk", qu, key) * scale + bias
+        weights = scores.softmax(dim=-1)  # (B, H, T, K)
+        attended = F.dropout(weights, dropout, attn.training) @ value  # (B, H, T, E)
+    else:
+        attended = F.scaled_dot_product_attention(
+            qu, key, value, attn_mask=bias, dropout_p=dropout
+        )  # (B, H, T, E)
+    return attn.out(merge_heads(attended)), weights  # (B, T, D)
 
 
 def naive_relative_attention(
