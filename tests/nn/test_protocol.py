@@ -64,6 +64,54 @@ def test_step_by_step_equals_sequence(name: str, gate: str | None) -> None:
         assert (a.float() - c.float()).abs().max().item() <= tol
 
 
+
+@pytest.mark.parametrize(("name", "gate"), CASES)
+def test_acting_steps_equal_sequence_and_continue_it(name: str, gate: str | None) -> None:
+    # Backbone.step is the acting path; TrXL's writes each step into its ring buffer in
+    # place, wrapping around several times here (23 steps, M = 4). Acting must compute what
+    # the sequence computes, its traces must rebuild the same memory, and a sequence call
+    # must carry on from a state left mid-ring.
+    backbone = build(name, gate)
+    x, starts = random_inputs(23, 4, seed=3)
+    with torch.no_grad():
+        y_seq, s_seq = backbone(x, backbone.initial_state(4), starts)
+        state, outputs, traces = backbone.initial_state(4), [], []
+        for t in range(x.shape[0]):
+            out = backbone.step(x[t : t + 1], state, starts[t : t + 1], trace=True)
+            outputs.append(out.output)
+            traces.append(out.trace)
+            state = out.state
+        no_start = torch.zeros_like(starts[:5])
+        y_next, _ = backbone(x[:5], state, no_start)
+        y_next_ref, _ = backbone(x[:5], s_seq, no_start)
+    tol = tolerance(name)
+    assert (y_seq - torch.cat(outputs)).abs().max().item() <= tol
+    assert (y_next - y_next_ref).abs().max().item() <= tol
+    ordered = getattr(backbone, "ordered", lambda s: s)(state)
+    for a, b in zip(s_seq, ordered, strict=True):
+        assert (a.float() - b.float()).abs().max().item() <= tol
+    with torch.no_grad():
+        seq_trace = backbone.run(x, backbone.initial_state(4), starts, trace=True).trace
+    for a, b in zip(seq_trace, type(seq_trace)(*map(torch.cat, zip(*traces))), strict=True):
+        assert (a.float() - b.float()).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("name", TRXL_FAMILY)
+def test_acting_step_writes_one_slot_in_place(name: str) -> None:
+    backbone = build(name, None)
+    x, starts = random_inputs(6, 2, seed=4)
+    with torch.no_grad():
+        state = backbone.initial_state(2)
+        for t in range(6):
+            before = [field.clone() for field in state]
+            out = backbone.step(x[t : t + 1], state, starts[t : t + 1])
+            assert all(a is b for a, b in zip(out.state, state, strict=True)), "advanced in place"
+            changed = (out.state.hidden != before[0]).any(dim=(1, 3))  # (B, M) slots rewritten
+            assert changed.sum(dim=1).le(1).all()
+            state = out.state
+    assert state.position.tolist() == [6 % SMALL["memory_length"]] * 2
+
+
 @pytest.mark.parametrize(("name", "gate"), CASES)
 def test_episode_isolation(name: str, gate: str | None) -> None:
     backbone = build(name, gate)

@@ -22,7 +22,8 @@ computes every (i, j) pair directly and exists to test the shifted version.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -96,9 +97,15 @@ class RelativeMultiHeadAttention(nn.Module):
         self.content_bias = nn.Parameter(torch.zeros(n_heads, self.head_dim))
         self.position_bias = nn.Parameter(torch.zeros(n_heads, self.head_dim))
         self.dropout = dropout
-        self._position_cache: (
-            tuple[tuple[int, int, torch.device, torch.dtype], torch.Tensor] | None
-        ) = None
+        # (D, H) one-hot of each feature's head: per-head products of one step as single
+        # batched products over the contiguous (M, D) memory, without splitting it by head
+        self.register_buffer(
+            "head_of_feature",
+            torch.eye(n_heads).repeat_interleave(self.head_dim, dim=0),
+            persistent=False,
+        )
+        # tensors derived from the parameters, reused while gradients are off (acting)
+        self._cache: dict[tuple[Any, ...], torch.Tensor] = {}
 
     def project_memory(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Content keys ``W_kE h`` and values ``W_v h`` of layer inputs h (B, N, D) -> 2 x (B, N, D)."""
@@ -106,22 +113,43 @@ class RelativeMultiHeadAttention(nn.Module):
         return keys, values
 
     def clear_parameter_cache(self) -> None:
-        """Forget the cached positional keys; call after changing the parameters."""
-        self._position_cache = None
+        """Forget what was derived from the parameters; call after changing them."""
+        self._cache.clear()
+
+    def _cached(
+        self, name: str, n: int, weights: tuple[torch.Tensor, ...], build: Callable[[], torch.Tensor]
+    ) -> torch.Tensor:
+        """``build()``, reused while gradients are off and ``weights`` keep their versions."""
+        if torch.is_grad_enabled():
+            return build()
+        key = (name, n, *(w._version for w in weights), weights[0].device, weights[0].dtype)
+        found = self._cache.get(key)
+        if found is None:
+            self._cache = {k: v for k, v in self._cache.items() if k[:2] != (name, n)}
+            found = self._cache[key] = build()
+        return found
 
     def position_keys(self, n_keys: int) -> torch.Tensor:
         """``W_kR R_d`` for distances d = K-1, ..., 0 (the matrix Q of the reference) -> (K, H, E)."""
         weight = self.position_key.weight
-        cache_key = (n_keys, weight._version, weight.device, weight.dtype)
-        cache = self._position_cache
-        if not torch.is_grad_enabled() and cache is not None and cache[0] == cache_key:
-            return cache[1]
-        distances = torch.arange(n_keys - 1, -1, -1, device=weight.device)
-        table = sinusoid_table(distances, self.d_model).to(weight.dtype)  # (K, D)
-        projected = self.position_key(table).view(n_keys, self.n_heads, self.head_dim)
-        if not torch.is_grad_enabled():
-            self._position_cache = (cache_key, projected)
-        return projected
+
+        def build() -> torch.Tensor:
+            distances = torch.arange(n_keys - 1, -1, -1, device=weight.device)
+            table = sinusoid_table(distances, self.d_model).to(weight.dtype)  # (K, D)
+            return self.position_key(table).view(n_keys, self.n_heads, self.head_dim)
+
+        return self._cached("position_keys", n_keys, (weight,), build)
+
+    def _position_keys_by_head(self, n_keys: int) -> torch.Tensor:
+        """:meth:`position_keys` laid out for a batched product per head -> (H, E, K)."""
+        weight = self.position_key.weight
+        build = lambda: self.position_keys(n_keys).permute(1, 2, 0).contiguous()  # noqa: E731
+        return self._cached("position_keys_by_head", n_keys, (weight,), build)
+
+    def _query_key_value_weight(self) -> torch.Tensor:
+        """[W_q; W_kE; W_v] (3D, D): the new step's query, key and value in one product."""
+        weights = (self.query.weight, self.key_value.weight)
+        return self._cached("qkv", 0, weights, lambda: torch.cat(weights))
 
     def over_memory(
         self,
@@ -159,7 +187,9 @@ class RelativeMultiHeadAttention(nn.Module):
         """
         stats = None
         if h.shape[1] == 1 and not with_stats and not (self.training and self.dropout):
-            return self._one_step(h, memory_keys, memory_values, keys, values, allowed), None
+            q = self.query(h)  # (B, 1, D)
+            out = self._one_step(q, memory_keys, memory_values, keys, values, allowed[:, 0], None)
+            return out, None
         out, weights = relative_attention(
             self,
             h,
@@ -173,35 +203,69 @@ class RelativeMultiHeadAttention(nn.Module):
             stats = AttentionStats(attention_entropy(weights), allowed.sum(-1).float().mean())
         return out, stats
 
+    def ring_step(
+        self,
+        z: torch.Tensor,
+        memory_keys: torch.Tensor,
+        memory_values: torch.Tensor,
+        allowed: torch.Tensor,
+        slot_index: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One acting step over a memory kept as a ring buffer (slots in any order).
+
+        ``z`` (B, 1, D) the step's attention input; ``memory_keys``/``memory_values``
+        (B, M, D) the cached ones in ring order; ``allowed`` (B, M+1) bool, the slots then the
+        step itself; ``slot_index`` (B, M) long, each slot's place in the distances M .. 0 of
+        :meth:`position_keys` (M - its distance from the step). The step's query, key and
+        value come from one product. Returns the output (B, 1, D) and the step's key and
+        value (B, 1, D) for the memory.
+        """
+        q, key, value = F.linear(z, self._query_key_value_weight()).chunk(3, dim=-1)
+        out = self._one_step(q, memory_keys, memory_values, key, value, allowed, slot_index)
+        return out, key, value
+
     def _one_step(
         self,
-        h: torch.Tensor,
+        q: torch.Tensor,
         memory_keys: torch.Tensor,
         memory_values: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
         allowed: torch.Tensor,
+        slot_index: torch.Tensor | None,
     ) -> torch.Tensor:
-        """Acting (T = 1): the same scores as :func:`relative_attention`, attending to memory
-        and self in two parts instead of concatenating an (M+1)-long key tensor."""
+        """Acting (T = 1): the scores of :func:`relative_attention` for the query ``q``
+        (B, 1, D), attending to memory (B, M, D) and self (B, 1, D) in two parts instead of
+        concatenating an (M+1)-long key tensor. ``allowed`` (B, M+1); ``slot_index`` as in
+        :meth:`ring_step`, or None when the slots are oldest first (distances M .. 1)."""
         b, m = memory_keys.shape[:2]
         hd, e = self.n_heads, self.head_dim
         scale = 1.0 / math.sqrt(e)
-        q = split_heads(self.query(h), hd)  # (B, H, 1, E)
-        qu = q + self.content_bias[None, :, None, :]  # for (a) + (c): (q + u) k^T
-        qv = q + self.position_bias[None, :, None, :]  # for (b) + (d): (q + v) (W_kR R)^T
-        # (b) + (d) against distances M .. 0 (rel_shift is the identity for one query)
-        position_scores = torch.einsum("bhte,khe->bhtk", qv, self.position_keys(m + 1))
-        new_key, new_value = split_heads(key, hd), split_heads(value, hd)  # (B, H, 1, E)
-        memory_key = split_heads(memory_keys, hd)  # (B, H, M, E)
-        memory_value = split_heads(memory_values, hd)  # (B, H, M, E)
-        content = torch.cat(
-            (qu @ memory_key.transpose(-1, -2), (qu * new_key).sum(-1, keepdim=True)), dim=-1
-        )  # (B, H, 1, K)
+        q = q.view(b, hd, e)  # (B, 1, D) -> (B, H, E)
+        qu = q + self.content_bias  # for (a) + (c): (q + u) k^T
+        qv = q + self.position_bias  # for (b) + (d): (q + v) (W_kR R)^T
+        # (b) + (d) against distances M .. 0, one batched product per head
+        by_distance = torch.bmm(qv.transpose(0, 1), self._position_keys_by_head(m + 1))  # (H, B, K)
+        by_distance = by_distance.transpose(0, 1)  # (B, H, K)
+        if slot_index is None:
+            position_scores = by_distance
+        else:
+            memory_position = by_distance.gather(2, slot_index[:, None, :].expand(b, hd, m))
+            position_scores = torch.cat((memory_position, by_distance[..., m:]), dim=2)
+        # (a) + (c) over the memory: k_j . (q + u) per head as one product with the
+        # block-diagonal (D, H) matrix of (q + u), so the (B, M, D) memory is read in place
+        qu_by_head = qu.reshape(b, self.d_model, 1) * self.head_of_feature  # (B, D, H)
+        memory_content = torch.bmm(memory_keys, qu_by_head).transpose(1, 2)  # (B, H, M)
+        self_content = (qu * key.view(b, hd, e)).sum(-1, keepdim=True)  # (B, H, 1)
+        content = torch.cat((memory_content, self_content), dim=2)  # (B, H, K)
         scores = ((content + position_scores) * scale).masked_fill(~allowed[:, None], float("-inf"))
-        weights = scores.softmax(dim=-1)  # (B, H, 1, K)
-        attended = weights[..., :m] @ memory_value + weights[..., m:] * new_value  # (B, H, 1, E)
-        return self.out(merge_heads(attended))  # (B, 1, D)
+        weights = scores.softmax(dim=-1)  # (B, H, K)
+        # sum_j w_j v_j per head: every head's weights against all D features, then the
+        # features of its own head kept
+        by_head = torch.bmm(weights[..., :m], memory_values)  # (B, H, D)
+        attended = (by_head * self.head_of_feature.T).sum(1)  # (B, D)
+        attended = attended + (weights[..., m:] * value.view(b, hd, e)).flatten(1)  # (B, D)
+        return self.out(attended[:, None])  # (B, 1, D)
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:

@@ -19,11 +19,19 @@ from txrl.nn.window import episode_time, next_valid, slide, window_at, window_ma
 
 
 class MemoryState(NamedTuple):
-    """Per-env memory of a layer-memory backbone, env on axis 0 of every field."""
+    """Per-env memory of a layer-memory backbone, env on axis 0 of every field.
+
+    The M slots form a ring buffer: an acting step (:meth:`LayerMemoryBackbone.step`)
+    overwrites the oldest slot, ``position``, in place instead of shifting the whole memory,
+    so a step copies nothing of size M. Slot j of env b then holds the step
+    ``(position[b] - j - 1) mod M + 1`` steps back. :meth:`~LayerMemoryBackbone.run` and
+    :meth:`~LayerMemoryBackbone.state_at` return the slots oldest first (position 0).
+    """
 
     hidden: torch.Tensor  # (B, L, M, D) cached layer inputs of the last M steps, stop-gradient
     keys: torch.Tensor  # (B, L, M, D) their keys (a cache, derived from hidden)
     values: torch.Tensor  # (B, L, M, D) their values (a cache, derived from hidden)
+    position: torch.Tensor  # (B,) long, the slot the next step is written to (the oldest)
     step: torch.Tensor  # (B,) long, episode time of the next step (steps of the episode so far)
     valid: torch.Tensor  # (B, M) bool, True where the slot holds a step of the current episode
 
@@ -55,6 +63,10 @@ class LayerMemoryBackbone(Backbone):
 
     state_type: ClassVar[Any] = MemoryState
     trace_type: ClassVar[Any] = MemoryTrace
+    # Whether a one-step call attends over the ring as it lies (the blocks' attention has
+    # ``ring_step``, see :meth:`txrl.nn.attention.RelativeMultiHeadAttention.ring_step`);
+    # otherwise every call first puts the slots oldest first.
+    ring_steps: ClassVar[bool] = False
     blocks: nn.ModuleList
 
     def __init__(self, config: Any, depth: int) -> None:
@@ -94,6 +106,7 @@ class LayerMemoryBackbone(Backbone):
         stats: bool = False,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
+        state = self.ordered(state)
         h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
         allowed = window_mask(state.valid, episode_starts, self.memory_length)  # (B, T, K)
         query_time = episode_time(state.step, episode_starts)  # (B, T)
@@ -126,6 +139,99 @@ class LayerMemoryBackbone(Backbone):
             h.transpose(0, 1), new_state, step_trace, self.aux_losses(), out_stats
         )
 
+    # ------------------------------------------------------------------ acting on the ring
+
+    def step(
+        self, x: torch.Tensor, state: MemoryState, episode_starts: torch.Tensor, *, trace: bool = False
+    ) -> BackboneOutput:
+        """One acting step; without gradients it writes the step into ``state``'s ring in
+        place (O(L D) bytes written, nothing of size M copied) and returns that state.
+        :meth:`run` never changes its input and returns the slots oldest first."""
+        self.check_inputs(x, state, episode_starts)
+        dropout_on = self.training and self.config.dropout > 0.0
+        if (
+            self.ring_steps
+            and x.shape[0] == 1
+            and self.memory_length > 0
+            and not dropout_on
+            and not torch.is_grad_enabled()
+        ):
+            return self._ring_step(x, state, episode_starts, trace=trace)
+        return self.run(x, state, episode_starts, trace=trace)
+
+    def _ring_step(
+        self,
+        x: torch.Tensor,
+        state: MemoryState,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool,
+    ) -> BackboneOutput:
+        """The layer loop of :meth:`run` for one step over the ring: the same attention
+        (:meth:`~txrl.nn.attention.RelativeMultiHeadAttention.ring_step`), with each slot's
+        relative distance read from the write position instead of the slot's index."""
+        m = self.memory_length
+        start = episode_starts[0]  # (B,)
+        h = self.embed(x[0])[:, None]  # (1, B, I) -> (B, 1, D)
+        # the slots of this episode, then the step itself, which is always attended to
+        allowed = torch.cat(
+            (state.valid & ~start[:, None], torch.ones_like(state.valid[:, :1])), dim=1
+        )  # (B, M+1)
+        # slot j is (position - j - 1) mod M + 1 steps back; its place in distances M .. 0
+        slots = torch.arange(m, device=x.device)
+        slot_index = m - 1 - (state.position[:, None] - 1 - slots).remainder(m)  # (B, M)
+        inputs, keys, values = [], [], []
+        for layer, block in enumerate(self.blocks):
+            inputs.append(h)
+            attended, key, value = block.attention.ring_step(
+                block.attention_input(h),
+                state.keys[:, layer],
+                state.values[:, layer],
+                allowed,
+                slot_index,
+            )
+            keys.append(key)
+            values.append(value)
+            h = block(h, attended)
+        new_state = self._write_ring(state, inputs, keys, values, start)
+        step_trace = self.trace_of(inputs) if trace else None
+        return BackboneOutput(h.transpose(0, 1), new_state, step_trace, self.aux_losses(), {})
+
+    def _write_ring(
+        self,
+        state: MemoryState,
+        inputs: Sequence[torch.Tensor],
+        keys: Sequence[torch.Tensor],
+        values: Sequence[torch.Tensor],
+        start: torch.Tensor,
+    ) -> MemoryState:
+        """Write one step's layer inputs, keys and values (B, 1, D) over the oldest slot of
+        ``state``, in place."""
+        envs = torch.arange(start.shape[0], device=start.device)
+        slot = state.position
+        for field, new in ((state.hidden, inputs), (state.keys, keys), (state.values, values)):
+            field[envs, :, slot] = torch.cat(new, dim=1).detach()  # (B, L, D) into slot
+        state.valid.logical_and_(~start[:, None])  # a new episode forgets the old one
+        state.valid[envs, slot] = True
+        state.step.masked_fill_(start, 0).add_(1)
+        state.position.add_(1).remainder_(self.memory_length)
+        return state
+
+    def ordered(self, state: MemoryState) -> MemoryState:
+        """``state`` with its slots oldest first (position 0); itself when already so."""
+        m = self.memory_length
+        if m == 0 or not bool(state.position.any()):
+            return state
+        order = (state.position[:, None] + torch.arange(m, device=state.position.device)) % m
+        index = order[:, None, :, None].expand_as(state.hidden)  # (B, L, M, D)
+        return state._replace(
+            hidden=state.hidden.gather(2, index),
+            keys=state.keys.gather(2, index),
+            values=state.values.gather(2, index),
+            position=torch.zeros_like(state.position),
+            valid=state.valid.gather(1, order),
+        )
+
     # ------------------------------------------------------------------ memory plumbing
 
     def project_hidden(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,12 +248,13 @@ class LayerMemoryBackbone(Backbone):
     def initial_state(
         self, batch_size: int, device: torch.device | str | None = None
     ) -> MemoryState:
-        """hidden, keys, values (B, L, M, D) zeros, step (B,) zero and valid (B, M) False."""
+        """hidden, keys, values (B, L, M, D) zeros, position and step (B,) zero, valid (B, M) False."""
         device = device if device is not None else self.embed.weight.device
         shape = (batch_size, self.depth, self.memory_length, self.config.d_model)
         valid = torch.zeros((batch_size, self.memory_length), dtype=torch.bool, device=device)
-        step = torch.zeros((batch_size,), dtype=torch.long, device=device)
-        return self.state_type(*(torch.zeros(shape, device=device) for _ in range(3)), step, valid)
+        memory = (torch.zeros(shape, device=device) for _ in range(3))
+        counters = (torch.zeros((batch_size,), dtype=torch.long, device=device) for _ in range(2))
+        return self.state_type(*memory, *counters, valid)
 
     def state_at(
         self, initial: MemoryState, trace: MemoryTrace, episode_starts: torch.Tensor, t: torch.Tensor
@@ -159,6 +266,7 @@ class LayerMemoryBackbone(Backbone):
         with gradients on, the projection weights get the gradient through memory as in
         Transformer-XL's training.
         """
+        initial = self.ordered(initial)
         # (B, L, M, D) <-> window entries (B, M, L, D)
         hidden, valid = window_at(
             initial.hidden.transpose(1, 2), trace.hidden, initial.valid, episode_starts, t
@@ -167,7 +275,8 @@ class LayerMemoryBackbone(Backbone):
         times = episode_time(initial.step, episode_starts)  # (B, T)
         before = torch.cat((initial.step[:, None], times + 1), dim=1)  # (B, T+1)
         step = before.gather(1, t[:, None])[:, 0]
-        return self.state_type(hidden, *self.project_hidden(hidden), step, valid)
+        position = torch.zeros_like(step)
+        return self.state_type(hidden, *self.project_hidden(hidden), position, step, valid)
 
     def refresh_state(self, state: MemoryState) -> MemoryState:
         """Re-project the cached keys and values of the memory with the current weights."""
@@ -182,11 +291,13 @@ class LayerMemoryBackbone(Backbone):
         values: Sequence[torch.Tensor],
         episode_starts: torch.Tensor,
     ) -> MemoryState:
-        """The memory after the T steps, from each layer's inputs, keys and values (B, T, D)."""
+        """The memory after the T steps, from each layer's inputs, keys and values (B, T, D);
+        ``state`` has its slots oldest first (:meth:`ordered`), and so has the result."""
         return self.state_type(
             hidden=slide(state.hidden, torch.stack(inputs, dim=1).detach(), dim=2),
             keys=slide(state.keys, torch.stack(keys, dim=1).detach(), dim=2),
             values=slide(state.values, torch.stack(values, dim=1).detach(), dim=2),
+            position=torch.zeros_like(state.position),  # slots oldest first
             step=episode_time(state.step, episode_starts)[:, -1] + 1,
             valid=next_valid(state.valid, episode_starts),  # seen from the step after the last
         )

@@ -20,6 +20,8 @@ inside. Learners that train on segments of a rollout also use:
 * :meth:`Backbone.state_at`: rebuilds the state that was in force before step t of a
   rollout from the state at its start and its trace, so a training segment that starts at
   t sees exactly the memory its acting steps saw;
+* :meth:`Backbone.step`: one acting step that may advance the state in place (the
+  rollout's and ``predict``'s path);
 * :meth:`Backbone.refresh_state`: recomputes caches derived from the parameters (TrXL's
   memory keys and values) after an update;
 * :meth:`Backbone.on_parameters_changed`: drops the module-level caches derived from the
@@ -76,6 +78,18 @@ class Backbone(nn.Module, abc.ABC):
         stats: bool = False,
     ) -> BackboneOutput:
         """Process ``x`` (T, B, I) from ``state``; see the module docstring."""
+
+    def step(
+        self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor, *, trace: bool = False
+    ) -> BackboneOutput:
+        """One acting step (``x`` (1, B, I)) whose caller hands ``state`` over.
+
+        Same outputs as :meth:`run`; when gradients are off a backbone may advance ``state``
+        in place and return it (TrXL writes the step into its ring buffer), so ``state`` must
+        not be used again (copy it first with :func:`txrl.nn.state.clone_state` to keep it).
+        The default calls :meth:`run`.
+        """
+        return self.run(x, state, episode_starts, trace=trace)
 
     def forward(
         self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor

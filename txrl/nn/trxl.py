@@ -66,6 +66,8 @@ class TrXLConfig(WindowConfig):
 class TransformerXL(LayerMemoryBackbone):
     """The TrXL family behind the backbone protocol (see the module docstring)."""
 
+    ring_steps = True  # acting steps attend over the ring buffer as it lies
+
     def __init__(self, config: TrXLConfig, order: str) -> None:
         super().__init__(config, config.n_layers)
         self.order = order

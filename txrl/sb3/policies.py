@@ -29,7 +29,7 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 
 from txrl.nn.protocol import Backbone, BackboneOutput, make_backbone
-from txrl.nn.state import state_from_numpy, state_to_numpy
+from txrl.nn.state import as_state
 
 BACKBONE_KEYS = (
     "n_layers",
@@ -222,12 +222,19 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         *,
         trace: bool = False,
         stats: bool = False,
+        acting: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
-        """Features of X = T * B observations (time-major) through the memory -> (X, latent) x 2."""
+        """Features of X = T * B observations (time-major) through the memory -> (X, latent) x 2.
+
+        ``acting``: one step through :meth:`Backbone.step`, which may advance ``state`` in place.
+        """
         t, b = episode_starts.shape
         features = self.extract_features(obs, self.features_extractor)  # (X, F)
         x = features.reshape(t, b, -1)  # (X, F) -> (T, B, F)
-        out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
+        if acting:
+            out = self.backbone.step(x, state, episode_starts, trace=trace)
+        else:
+            out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
         latent = out.output.reshape(t * b, -1)  # (T, B, D) -> (X, D)
         latent_pi, latent_vf = self.mlp_extractor(latent)
         return latent_pi, latent_vf, out
@@ -238,9 +245,13 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         """One acting step for B envs, ``episode_starts`` (B,) bool.
 
         Returns actions, values (B, 1), log-probs (B,), the action distribution and the
-        backbone output (new state and trace).
+        backbone output (new state and trace). Without gradients the backbone may advance
+        ``state`` in place (:meth:`txrl.nn.protocol.Backbone.step`): use the returned state,
+        and copy the old one first (``txrl.nn.state.clone_state``) if you need it again.
         """
-        latent_pi, latent_vf, out = self._latent(obs, state, episode_starts[None], trace=True)
+        latent_pi, latent_vf, out = self._latent(
+            obs, state, episode_starts[None], trace=True, acting=True
+        )
         distribution = self._get_action_dist_from_latent(latent_pi)
         actions = distribution.get_actions(deterministic=deterministic)
         log_prob = distribution.log_prob(actions)
@@ -285,16 +296,25 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
     def predict(
         self,
         observation: np.ndarray | dict[str, np.ndarray],
-        state: tuple[np.ndarray, ...] | None = None,
+        state: Any = None,
         episode_start: np.ndarray | None = None,
         deterministic: bool = False,
-    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
-        """SB3's recurrent ``predict``: the state is an opaque tuple of arrays, one row per observation."""
+    ) -> tuple[np.ndarray, Any]:
+        """SB3's recurrent ``predict``, one row of the state per observation.
+
+        The state returned is the backbone's own (a NamedTuple of tensors on the policy's
+        device), which SB3's ``evaluate_policy`` passes back unchanged, so a step copies no
+        memory to numpy and back; the next call advances it in place. A tuple of arrays of
+        the same fields (e.g. ``txrl.nn.state.state_to_numpy`` of a state, saved and loaded)
+        is accepted too.
+        """
         self.set_training_mode(False)
         obs, vectorized = self.obs_to_tensor(observation)
         n_envs = next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
-        template = self.initial_state(n_envs)
-        memory = template if state is None else state_from_numpy(template, state, self.device)
+        if state is None:
+            memory = self.initial_state(n_envs)
+        else:
+            memory = as_state(self._state_template(n_envs), state, self.device)
         if episode_start is None:
             starts = torch.zeros(n_envs, dtype=torch.bool, device=self.device)
         else:
@@ -313,7 +333,14 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
                 actions_np = np.clip(actions_np, self.action_space.low, self.action_space.high)
         if not vectorized:
             actions_np = actions_np.squeeze(axis=0)
-        return actions_np, state_to_numpy(out.state)
+        return actions_np, out.state
+
+    def _state_template(self, n_envs: int) -> Any:
+        """An empty state of ``n_envs`` envs, kept to check the states given to ``predict``."""
+        cached = getattr(self, "_template", None)
+        if cached is None or cached[0] != n_envs:
+            cached = self._template = (n_envs, self.initial_state(n_envs))
+        return cached[1]
 
 
 class MemoryActorCriticCnnPolicy(MemoryActorCriticPolicy):

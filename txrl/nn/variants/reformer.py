@@ -278,6 +278,7 @@ class Reformer(LayerMemoryBackbone):
         stats: bool = False,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
+        state = self.ordered(state)
         m = self.memory_length
         h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
         x1, x2 = h, h  # duplicated streams

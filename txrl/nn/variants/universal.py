@@ -158,6 +158,7 @@ class UniversalTransformer(LayerMemoryBackbone):
     ) -> ACTResult:
         """The whole computation with its per-position ACT quantities; ``run`` wraps it."""
         self.check_inputs(x, state, episode_starts)
+        state = self.ordered(state)
         c = self.config
         t, m = x.shape[0], self.memory_length
         s = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D), s^0
