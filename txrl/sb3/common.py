@@ -202,7 +202,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         callback.on_rollout_start()
 
         while n_steps < n_rollout_steps:
-            with torch.no_grad():
+            with torch.inference_mode():  # no autograd bookkeeping while acting
                 obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
                 starts = torch.as_tensor(
                     self._last_episode_starts, device=self.device

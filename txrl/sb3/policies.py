@@ -323,7 +323,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
                 .reshape(n_envs)
                 .bool()
             )
-        with torch.no_grad():
+        with torch.inference_mode():
             actions, _, _, _, out = self.act(obs, memory, starts, deterministic=deterministic)
         actions_np = actions.cpu().numpy().reshape((-1, *self.action_space.shape))  # type: ignore[misc]
         if isinstance(self.action_space, spaces.Box):
