@@ -157,7 +157,7 @@ def trace_bytes_per_transition(model: MemoryPPO) -> float:
 
 
 def row(name: str, ours: float, theirs: float, unit: str, target: str) -> None:
-    print(f"{name:<38} {ours:10.3f} {theirs:10.3f} {unit:<8} {ours / theirs:6.2f}x  {target}")
+    print(f"{name:<42} {ours:10.3f} {theirs:10.3f} {unit:<8} {ours / theirs:6.2f}x  {target}")
 
 
 def main() -> None:
@@ -178,56 +178,31 @@ def main() -> None:
         f"{TASK} length {args.length}, {args.n_envs} envs, n_steps {args.n_steps}, batch "
         f"{args.batch_size}, {args.n_epochs} epochs, torch {torch.__version__}, 1 thread"
     )
-    print(f"{'figure':<38} {'txrl':>10} {'RecPPO':>10} {'unit':<8} {'ratio':>7}  target")
+    print(f"{'figure':<42} {'txrl':>10} {'RecPPO':>10} {'unit':<8} {'ratio':>7}  target")
 
-    ours_bench, theirs_bench = build("txrl", "bench", args), build("recurrent", "bench", args)
-    row(
-        "acting step (act vs forward), B=8",
-        txrl_act_seconds(ours_bench, args.repeats) * 1e3,
-        recurrent_forward_seconds(theirs_bench, args.repeats) * 1e3,
-        "ms",
-        "<= 1.5x (or <= 2.5 ms)",
-    )
-    row(
-        "predict, B=8",
-        predict_seconds(ours_bench, args.repeats) * 1e3,
-        predict_seconds(theirs_bench, args.repeats) * 1e3,
-        "ms",
-        "<= 2x",
-    )
-    print(f"{'':<38} {'txrl':>10} {'RecPPO':>10} {'unit':<8} {'ratio':>7}")
-    row(
-        "learn() at the bench setup",
-        learn_steps_per_second(ours_bench, args.timesteps),
-        learn_steps_per_second(theirs_bench, args.timesteps),
-        "steps/s",
-        ">= 1.0x",
-    )
-    row(
-        "learn() at quick-start size",
-        learn_steps_per_second(build("txrl", "quick", args), args.timesteps),
-        learn_steps_per_second(build("recurrent", "quick", args), args.timesteps),
-        "steps/s",
-        ">= 2x",
-    )
-
+    ours, theirs = build("txrl", "bench", args), build("recurrent", "bench", args)
+    quick_ours, quick_theirs = build("txrl", "quick", args), build("recurrent", "quick", args)
     long_memory = build("txrl", "bench", args, memory_length=1024)
-    print(f"{'':<38} {'M=1024':>10} {'M=64':>10}")
-    row(
-        "acting step latency, B=8",
-        txrl_act_seconds(long_memory, args.repeats) * 1e3,
-        txrl_act_seconds(ours_bench, args.repeats) * 1e3,
-        "ms",
-        "<= 2x",
-    )
-    row(
-        "buffer trace bytes per transition",
-        trace_bytes_per_transition(long_memory),
-        trace_bytes_per_transition(ours_bench),
-        "B/trans.",
-        "1.00x: independent of M",
-    )
-
+    ms, n = 1e3, args.repeats
+    # (label, first, second, unit, target); "first / second" is the ratio printed
+    figures: list[tuple[str, Callable[[], float], Callable[[], float], str, str]] = [
+        ("acting step (act vs forward), B=8", lambda: txrl_act_seconds(ours, n) * ms,
+         lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "<= 1.5x (or <= 2.5 ms)"),
+        ("predict, B=8", lambda: predict_seconds(ours, n) * ms,
+         lambda: predict_seconds(theirs, n) * ms, "ms", "<= 2x"),
+        ("learn() at the bench setup", lambda: learn_steps_per_second(ours, args.timesteps),
+         lambda: learn_steps_per_second(theirs, args.timesteps), "steps/s", ">= 1.0x"),
+        ("learn() at quick-start size",
+         lambda: learn_steps_per_second(quick_ours, args.timesteps),
+         lambda: learn_steps_per_second(quick_theirs, args.timesteps), "steps/s", ">= 2x"),
+        ("txrl acting step, M=1024 vs M=64", lambda: txrl_act_seconds(long_memory, n) * ms,
+         lambda: txrl_act_seconds(ours, n) * ms, "ms", "<= 2x"),
+        ("txrl trace bytes/transition, M=1024 vs 64",
+         lambda: trace_bytes_per_transition(long_memory),
+         lambda: trace_bytes_per_transition(ours), "B", "1.00x: independent of M"),
+    ]  # fmt: skip
+    for label, first, second, unit, target in figures:
+        row(label, first(), second(), unit, target)
 
 if __name__ == "__main__":
     main()
