@@ -151,6 +151,12 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             "gate_bias": gate_bias,
             "hidden_size": hidden_size,
         }
+        default_optimizer = kwargs.get("optimizer_class", torch.optim.Adam) is torch.optim.Adam
+        if kwargs.get("optimizer_kwargs") is None and default_optimizer:
+            # SB3's default (Adam, eps 1e-5) with the fused kernel: the same update, about a
+            # tenth off the training pass (bench/throughput.py); safe for the cached keys
+            # because learners call on_parameters_changed after each step
+            kwargs["optimizer_kwargs"] = {"eps": 1e-5, "fused": True}
         self.backbone_name = backbone or self.default_backbone
         self.backbone_settings = {k: v for k, v in given.items() if v is not None} | dict(
             backbone_kwargs or {}
