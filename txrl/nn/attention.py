@@ -22,12 +22,13 @@ computes every (i, j) pair directly and exists to test the shifted version.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from txrl.nn.cache import ParameterCache
 
 
 def sinusoid_table(distances: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -64,7 +65,7 @@ class AttentionStats(NamedTuple):
     keys_attended: torch.Tensor  # () mean number of keys a query may attend to
 
 
-class RelativeMultiHeadAttention(nn.Module):
+class RelativeMultiHeadAttention(ParameterCache):
     """Multi-head attention with Transformer-XL relative positions (eq. 9 of reference 000).
 
     Keys and values are computed by :meth:`project_memory` for both memory and new
@@ -104,30 +105,11 @@ class RelativeMultiHeadAttention(nn.Module):
             torch.eye(n_heads).repeat_interleave(self.head_dim, dim=0),
             persistent=False,
         )
-        # tensors derived from the parameters, reused while gradients are off (acting)
-        self._cache: dict[tuple[Any, ...], torch.Tensor] = {}
 
     def project_memory(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Content keys ``W_kE h`` and values ``W_v h`` of layer inputs h (B, N, D) -> 2 x (B, N, D)."""
         keys, values = self.key_value(h).chunk(2, dim=-1)
         return keys, values
-
-    def clear_parameter_cache(self) -> None:
-        """Forget what was derived from the parameters; call after changing them."""
-        self._cache.clear()
-
-    def _cached(
-        self, name: str, n: int, weights: tuple[torch.Tensor, ...], build: Callable[[], torch.Tensor]
-    ) -> torch.Tensor:
-        """``build()``, reused while gradients are off and ``weights`` keep their versions."""
-        if torch.is_grad_enabled():
-            return build()
-        key = (name, n, *(w._version for w in weights), weights[0].device, weights[0].dtype)
-        found = self._cache.get(key)
-        if found is None:
-            self._cache = {k: v for k, v in self._cache.items() if k[:2] != (name, n)}
-            found = self._cache[key] = build()
-        return found
 
     def position_keys(self, n_keys: int) -> torch.Tensor:
         """``W_kR R_d`` for distances d = K-1, ..., 0 (the matrix Q of the reference) -> (K, H, E)."""
@@ -138,18 +120,18 @@ class RelativeMultiHeadAttention(nn.Module):
             table = sinusoid_table(distances, self.d_model).to(weight.dtype)  # (K, D)
             return self.position_key(table).view(n_keys, self.n_heads, self.head_dim)
 
-        return self._cached("position_keys", n_keys, (weight,), build)
+        return self.cached("position_keys", n_keys, (weight,), build)
 
     def _position_keys_by_head(self, n_keys: int) -> torch.Tensor:
         """:meth:`position_keys` laid out for a batched product per head -> (H, E, K)."""
         weight = self.position_key.weight
         build = lambda: self.position_keys(n_keys).permute(1, 2, 0).contiguous()  # noqa: E731
-        return self._cached("position_keys_by_head", n_keys, (weight,), build)
+        return self.cached("position_keys_by_head", n_keys, (weight,), build)
 
     def _query_key_value_weight(self) -> torch.Tensor:
         """[W_q; W_kE; W_v] (3D, D): the new step's query, key and value in one product."""
         weights = (self.query.weight, self.key_value.weight)
-        return self._cached("qkv", 0, weights, lambda: torch.cat(weights))
+        return self.cached("qkv", 0, weights, lambda: torch.cat(weights))
 
     def over_memory(
         self,
