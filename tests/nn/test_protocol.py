@@ -261,3 +261,15 @@ def test_wrong_shapes_are_named() -> None:
 def test_fixed_order_backbones_reject_gates(name: str) -> None:
     with pytest.raises(ValueError, match="gtrxl"):
         make_backbone(name, input_dim=3, gate="gru")
+
+
+def test_a_state_made_under_inference_mode_can_be_stepped_without_it() -> None:
+    backbone = build("gtrxl", None)
+    x, starts = random_inputs(4, 2, seed=5)
+    with torch.inference_mode():
+        state = backbone.step(x[:1], backbone.initial_state(2), starts[:1]).state
+    with torch.no_grad():
+        expect, _ = backbone(x[1:2], state, starts[1:2])
+        got = backbone.step(x[1:2], state, starts[1:2]).output
+    assert (expect - got).abs().max().item() <= 1e-5
+

@@ -206,7 +206,10 @@ class LayerMemoryBackbone(Backbone):
         start: torch.Tensor,
     ) -> MemoryState:
         """Write one step's layer inputs, keys and values (B, 1, D) over the oldest slot of
-        ``state``, in place."""
+        ``state``, in place (on a copy when ``state`` was made under ``torch.inference_mode``
+        and this step is not, since torch forbids writing such tensors outside it)."""
+        if state.hidden.is_inference() and not torch.is_inference_mode_enabled():
+            state = type(state)(*(field.clone() for field in state))
         envs = torch.arange(start.shape[0], device=start.device)
         slot = state.position
         for field, new in ((state.hidden, inputs), (state.keys, keys), (state.values, values)):
