@@ -220,7 +220,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
     def initial_state(self, n_envs: int) -> Any:
         return self.backbone.initial_state(n_envs, device=self.device)
 
-    def _latent(
+    def _memory_output(
         self,
         obs: PyTorchObs,
         state: Any,
@@ -229,8 +229,8 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         trace: bool = False,
         stats: bool = False,
         acting: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
-        """Features of X = T * B observations (time-major) through the memory -> (X, latent) x 2.
+    ) -> tuple[torch.Tensor, BackboneOutput]:
+        """Features of X = T * B observations (time-major) through the memory -> (X, D).
 
         ``acting``: one step through :meth:`Backbone.step`, which may advance ``state`` in place.
         """
@@ -241,7 +241,22 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             out = self.backbone.step(x, state, episode_starts, trace=trace)
         else:
             out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
-        latent = out.output.reshape(t * b, -1)  # (T, B, D) -> (X, D)
+        return out.output.reshape(t * b, -1), out  # (T, B, D) -> (X, D)
+
+    def _latent(
+        self,
+        obs: PyTorchObs,
+        state: Any,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool = False,
+        stats: bool = False,
+        acting: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
+        """:meth:`_memory_output` through the actor's and the critic's MLPs -> (X, latent) x 2."""
+        latent, out = self._memory_output(
+            obs, state, episode_starts, trace=trace, stats=stats, acting=acting
+        )
         latent_pi, latent_vf = self.mlp_extractor(latent)
         return latent_pi, latent_vf, out
 
@@ -330,7 +345,12 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
                 .bool()
             )
         with torch.inference_mode():
-            actions, _, _, _, out = self.act(obs, memory, starts, deterministic=deterministic)
+            # the actor only: predict needs neither values nor log-probs
+            latent, out = self._memory_output(obs, memory, starts[None], acting=True)
+            distribution = self._get_action_dist_from_latent(
+                self.mlp_extractor.forward_actor(latent)
+            )
+            actions = distribution.get_actions(deterministic=deterministic)
         actions_np = actions.cpu().numpy().reshape((-1, *self.action_space.shape))  # type: ignore[misc]
         if isinstance(self.action_space, spaces.Box):
             if self.squash_output:
