@@ -244,19 +244,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         return out.output.reshape(t * b, -1), out  # (T, B, D) -> (X, D)
 
     def _latent(
-        self,
-        obs: PyTorchObs,
-        state: Any,
-        episode_starts: torch.Tensor,
-        *,
-        trace: bool = False,
-        stats: bool = False,
-        acting: bool = False,
+        self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, **options: bool
     ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
-        """:meth:`_memory_output` through the actor's and the critic's MLPs -> (X, latent) x 2."""
-        latent, out = self._memory_output(
-            obs, state, episode_starts, trace=trace, stats=stats, acting=acting
-        )
+        """:meth:`_memory_output` (``options`` are its flags) through the actor's and the
+        critic's MLPs -> (X, latent) x 2."""
+        latent, out = self._memory_output(obs, state, episode_starts, **options)
         latent_pi, latent_vf = self.mlp_extractor(latent)
         return latent_pi, latent_vf, out
 
