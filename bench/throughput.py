@@ -1,11 +1,45 @@
-"""Throughput, acting latency and buffer size of MemoryPPO against RecurrentPPO and PPO.
+"""Acting latency, ``predict``, ``learn()`` throughput and buffer size: MemoryPPO against
+sb3-contrib's RecurrentPPO, side by side from one run.
 
-    python bench/throughput.py                  # the README's table (takes a few minutes)
-    python bench/throughput.py --timesteps 4096 --device cuda --n-envs 64
+    python bench/throughput.py                      # every figure below (a few minutes)
+    python bench/throughput.py --timesteps 2048     # a quicker, noisier look
 
-All three learners run the same task with the same n_envs / n_steps / batch_size / n_epochs;
-steps/s counts environment steps over ``learn`` (collection and training). Acting latency is
-one ``policy.act`` call for one env with a full memory, median over many steps.
+The machine this was written on is shared, so every figure is a ratio measured in the same
+run, one torch thread (``torch.set_num_threads(1)``), medians over many calls. The setup:
+the passive T-maze, 8 envs, n_steps 128, batch 256, 4 epochs; GTrXL 3 layers, d_model 128,
+4 heads, M = 64 against RecurrentPPO's LSTM-128 ("bench setup"), and the quick start's GTrXL
+(1 layer, d_model 32, 2 heads, M = 16, n_steps 64) against RecurrentPPO with its default
+LSTM ("quick-start size").
+
+Printed: one acting step (``policy.act``, B = 8, full memory) against one RecurrentPPO
+``policy.forward``; ``model.predict`` (the path of SB3's ``evaluate_policy``) against
+RecurrentPPO's; ``learn()`` env-steps/s at both sizes; acting latency at M = 1024 against
+M = 64; the rollout buffer's memory trace in bytes per transition at M = 64 and M = 1024.
+
+What the profile (``torch.profiler``, 50 acting steps, bench setup) said and what helped,
+in ms per acting step at the bench setup on the 2-core machine (one thread, shared):
+
+======================================================  =========  ============================
+change                                                  act ms     profile before -> after
+======================================================  =========  ============================
+before: slide the (B, L, M, D) memory by ``cat``        7.8        ``aten::cat`` 36 % (12/step)
+ring buffer: write one slot in place (``position``)     3.5        cat 1 %, ``copy_`` 28 %
+``torch.inference_mode`` for rollouts and ``predict``   2.8        no autograd bookkeeping
+memory read in place (one batched product over the      2.7        ``copy_`` 28 % -> < 1 %
+(M, D) memory with a block-diagonal query, no
+per-head transpose copies)
+new step's q, k, v in one product (cached [W_q; W_kE;   (in the    3 products -> 1 per layer
+W_v]); positional keys W_kR R cached per head layout    above)
+tried, not kept: GRU gate's input-side products as one  2.46 ->    the extra ``cat`` of [y; x]
+product of [y; x] with a cached (3D, 2D) block matrix   2.54       costs what the call saves
+training pass: fused Adam (the policies' default now)   --         ``train()`` 0.85 -> 0.77 s
+                                                                   per rollout; the rest is
+                                                                   ``mm`` (forward/backward)
+======================================================  =========  ============================
+
+``predict`` no longer sends the memory to numpy and back: the state it returns is the
+backbone's tensors (a NamedTuple), which ``evaluate_policy`` passes back as it is.
+``torch.compile`` of the step was tried before (no gain on this CPU) and is not used.
 """
 
 from __future__ import annotations
@@ -13,135 +47,167 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from sb3_contrib import RecurrentPPO
-from stable_baselines3 import PPO
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import MemoryPPO
+from txrl.nn.state import state_nbytes
 
-GTRXL = {"n_layers": 3, "d_model": 128, "n_heads": 4, "memory_length": 64}
+TASK = "txrl/TMazePassive-v0"
+BENCH_GTRXL = {"n_layers": 3, "d_model": 128, "n_heads": 4, "memory_length": 64}
+QUICK_GTRXL = {"n_layers": 1, "d_model": 32, "n_heads": 2, "memory_length": 16, "gate": "gru"}
 
 
-def make_env(task: str, n_envs: int, length: int) -> DummyVecEnv:
-    env = DummyVecEnv([lambda: Monitor(gym.make(task, length=length))] * n_envs)
+def make_env(n_envs: int, length: int) -> DummyVecEnv:
+    env = DummyVecEnv([lambda: Monitor(gym.make(TASK, length=length))] * n_envs)
     env.seed(0)
     return env
 
 
-def steps_per_second(algo: str, args: argparse.Namespace) -> tuple[float, float | None]:
-    env = make_env(args.task, args.n_envs, args.length)
-    common = {
-        "n_steps": args.n_steps,
-        "batch_size": args.batch_size,
-        "n_epochs": args.n_epochs,
-        "device": args.device,
-        "seed": 0,
-    }
-    bytes_per_transition = None
-    if algo == "MemoryPPO+GTrXL":
-        model = MemoryPPO(
-            "MlpGTrXLPolicy", env, segment_length=args.segment_length, policy_kwargs=GTRXL, **common
-        )
-    elif algo == "RecurrentPPO+LSTM":
-        model = RecurrentPPO(
-            "MlpLstmPolicy", env, policy_kwargs={"lstm_hidden_size": 128}, **common
-        )
-    else:
-        model = PPO("MlpPolicy", env, **common)
-    model.learn(args.n_steps * args.n_envs)  # warm-up rollout and update
-    began = time.perf_counter()
-    model.learn(args.timesteps, reset_num_timesteps=False)
-    elapsed = time.perf_counter() - began
-    if isinstance(model, MemoryPPO):
-        bytes_per_transition = model.rollout_buffer.trace_nbytes_per_transition()
-    return args.timesteps / elapsed, bytes_per_transition
-
-
-def acting_latency(memory_length: int, device: str, steps: int) -> float:
-    """Median seconds of one acting step for one env whose memory is full."""
-    env = make_env("txrl/TMazePassive-v0", 1, 10)
-    model = MemoryPPO(
-        "MlpGTrXLPolicy",
-        env,
-        policy_kwargs={**GTRXL, "memory_length": memory_length},
-        device=device,
-    )
-    policy = model.policy.eval()
-    obs = torch.zeros(1, 3, device=policy.device)
-    starts = torch.zeros(1, dtype=torch.bool, device=policy.device)
-    state = policy.initial_state(1)
+def median_seconds(call: Callable[[], Any], warmup: int, repeats: int) -> float:
+    """Median wall-clock seconds of ``call()`` after ``warmup`` calls."""
+    for _ in range(warmup):
+        call()
     times = []
-    with torch.no_grad():
-        for step in range(memory_length + steps):
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            began = time.perf_counter()
-            *_, out = policy.act(obs, state, starts)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            if step >= memory_length:  # memory full from here on
-                times.append(time.perf_counter() - began)
-            state = out.state
+    for _ in range(repeats):
+        began = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - began)
     return statistics.median(times)
+
+
+def build(algo: str, size: str, args: argparse.Namespace, **memory: int) -> Any:
+    """A MemoryPPO+GTrXL or RecurrentPPO model at the ``bench`` or ``quick`` size."""
+    n_steps = args.n_steps if size == "bench" else 64
+    env = make_env(args.n_envs, args.length)
+    common = {"n_steps": n_steps, "batch_size": args.batch_size, "n_epochs": args.n_epochs}
+    common |= {"seed": 0, "device": "cpu"}
+    if algo == "txrl":
+        kwargs = dict(BENCH_GTRXL if size == "bench" else QUICK_GTRXL) | memory
+        segment = args.segment_length if size == "bench" else 16
+        return MemoryPPO("MlpGTrXLPolicy", env, segment_length=segment, policy_kwargs=kwargs, **common)
+    lstm = {"lstm_hidden_size": 128} if size == "bench" else {}  # quick: sb3-contrib's default
+    return RecurrentPPO("MlpLstmPolicy", env, policy_kwargs=lstm, **common)
+
+
+def txrl_act_seconds(model: MemoryPPO, repeats: int) -> float:
+    """One ``policy.act`` for all envs, memory full (M steps taken first), as in rollouts."""
+    policy = model.policy.eval()
+    n_envs = model.n_envs
+    obs = torch.as_tensor(np.stack([model.observation_space.sample() for _ in range(n_envs)]))
+    starts = torch.zeros(n_envs, dtype=torch.bool)
+    holder = {"state": policy.initial_state(n_envs)}
+
+    def step() -> None:
+        with torch.inference_mode():
+            *_, out = policy.act(obs, holder["state"], starts)
+        holder["state"] = out.state
+
+    return median_seconds(step, policy.backbone.memory_length + 20, repeats)
+
+
+def recurrent_forward_seconds(model: RecurrentPPO, repeats: int) -> float:
+    """One RecurrentPPO ``policy.forward`` for all envs, as in its rollouts."""
+    policy = model.policy.eval()
+    n_envs = model.n_envs
+    obs = torch.as_tensor(np.stack([model.observation_space.sample() for _ in range(n_envs)]))
+    starts = torch.zeros(n_envs)
+    shape = model._last_lstm_states.pi[0].shape
+    zeros = torch.zeros(shape)
+    holder = {"state": type(model._last_lstm_states)((zeros, zeros), (zeros, zeros))}
+
+    def step() -> None:
+        with torch.no_grad():
+            *_, holder["state"] = policy.forward(obs, holder["state"], starts)
+
+    return median_seconds(step, 20, repeats)
+
+
+def predict_seconds(model: Any, repeats: int) -> float:
+    """``model.predict(obs, state, episode_start)`` for all envs, state passed back as
+    SB3's ``evaluate_policy`` does."""
+    n_envs = model.n_envs
+    obs = np.stack([model.observation_space.sample() for _ in range(n_envs)])
+    starts = np.zeros(n_envs, dtype=bool)
+    holder: dict[str, Any] = {"state": None}
+
+    def step() -> None:
+        _, holder["state"] = model.predict(obs, state=holder["state"], episode_start=starts)
+
+    return median_seconds(step, 80, repeats)
+
+
+def learn_steps_per_second(model: Any, timesteps: int) -> float:
+    """Env steps per second over ``learn`` (collection and training), after one warm-up update."""
+    model.learn(model.n_steps * model.n_envs)
+    began = time.perf_counter()
+    model.learn(timesteps, reset_num_timesteps=False)
+    return timesteps / (time.perf_counter() - began)
+
+
+def trace_bytes_per_transition(model: MemoryPPO) -> float:
+    """Bytes of the rollout's memory trace per transition (the carried-in memory, stored once
+    per rollout, not per transition, is left out)."""
+    model.learn(model.n_steps * model.n_envs)
+    trace = model.rollout_buffer.trace
+    return state_nbytes(trace) / (trace.hidden.shape[0] * trace.hidden.shape[1])
+
+
+def row(name: str, ours: float, theirs: float, unit: str, target: str) -> None:
+    print(f"{name:<42} {ours:10.3f} {theirs:10.3f} {unit:<8} {ours / theirs:6.2f}x  {target}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--task", default="txrl/TMazePassive-v0")
     parser.add_argument("--length", type=int, default=20, help="T-maze corridor length")
     parser.add_argument("--n-envs", type=int, default=8)
     parser.add_argument("--n-steps", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--n-epochs", type=int, default=4)
     parser.add_argument("--segment-length", type=int, default=32)
-    parser.add_argument("--timesteps", type=int, default=8192, help="env steps timed per learner")
-    parser.add_argument("--latency-steps", type=int, default=200)
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch threads (1 is fastest for small models on CPU)",
-    )
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--timesteps", type=int, default=8192, help="env steps timed per learn()")
+    parser.add_argument("--repeats", type=int, default=300, help="timed calls per latency figure")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
+    torch.set_num_threads(1)
     print(
-        f"task {args.task} length {args.length}, n_envs {args.n_envs}, n_steps {args.n_steps}, "
-        f"batch {args.batch_size}, epochs {args.n_epochs}, device {args.device}, torch threads {args.threads}"
+        f"{TASK} length {args.length}, {args.n_envs} envs, n_steps {args.n_steps}, batch "
+        f"{args.batch_size}, {args.n_epochs} epochs, torch {torch.__version__}, 1 thread"
     )
-    if not args.skip_throughput:
-        results = {}
-        for algo in ("MemoryPPO+GTrXL", "RecurrentPPO+LSTM", "PPO (no memory)"):
-            if algo != "MemoryPPO+GTrXL" and args.device != "cpu":
-                continue
-            sps, nbytes = steps_per_second(algo, args)
-            results[algo] = sps
-            extra = (
-                f", buffer memory streams {nbytes:.0f} B/transition" if nbytes is not None else ""
-            )
-            print(f"{algo:<20} {sps:8.0f} env-steps/s{extra}", flush=True)
-        if "RecurrentPPO+LSTM" in results:
-            ours = results["MemoryPPO+GTrXL"]
-            print(
-                f"MemoryPPO / RecurrentPPO = {ours / results['RecurrentPPO+LSTM']:.2f}x (target >= 3x)"
-            )
-            print(
-                f"MemoryPPO / PPO          = {ours / results['PPO (no memory)']:.2f}x (stretch >= 0.7x)"
-            )
-    latencies = {m: acting_latency(m, args.device, args.latency_steps) for m in (16, 64, 256, 1024)}
-    for m, seconds in latencies.items():
-        print(f"acting latency M={m:<5} {seconds * 1e3:7.3f} ms/step")
-    print(f"latency M=1024 / M=64 = {latencies[1024] / latencies[64]:.2f}x (target <= 2x)")
+    print(f"{'figure':<42} {'txrl':>10} {'RecPPO':>10} {'unit':<8} {'ratio':>7}  target")
 
+    ours, theirs = build("txrl", "bench", args), build("recurrent", "bench", args)
+    quick_ours, quick_theirs = build("txrl", "quick", args), build("recurrent", "quick", args)
+    long_memory = build("txrl", "bench", args, memory_length=1024)
+    ms, n = 1e3, args.repeats
+    # (label, first, second, unit, target); "first / second" is the ratio printed
+    figures: list[tuple[str, Callable[[], float], Callable[[], float], str, str]] = [
+        ("acting step (act vs forward), B=8", lambda: txrl_act_seconds(ours, n) * ms,
+         lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "<= 1.5x (or <= 2.5 ms)"),
+        ("predict, B=8", lambda: predict_seconds(ours, n) * ms,
+         lambda: predict_seconds(theirs, n) * ms, "ms", "<= 2x"),
+        ("learn() at the bench setup", lambda: learn_steps_per_second(ours, args.timesteps),
+         lambda: learn_steps_per_second(theirs, args.timesteps), "steps/s", ">= 1.0x"),
+        ("learn() at quick-start size",
+         lambda: learn_steps_per_second(quick_ours, args.timesteps),
+         lambda: learn_steps_per_second(quick_theirs, args.timesteps), "steps/s", ">= 2x"),
+        ("txrl acting step, M=1024 vs M=64", lambda: txrl_act_seconds(long_memory, n) * ms,
+         lambda: txrl_act_seconds(ours, n) * ms, "ms", "<= 2x"),
+        ("txrl trace bytes/transition, M=1024 vs 64",
+         lambda: trace_bytes_per_transition(long_memory),
+         lambda: trace_bytes_per_transition(ours), "B", "1.00x: independent of M"),
+    ]  # fmt: skip
+    for label, first, second, unit, target in figures:
+        row(label, first(), second(), unit, target)
 
 if __name__ == "__main__":
     main()

@@ -59,6 +59,55 @@ def test_step_by_step_equals_sequence(name: str, gate: str | None, float64: None
         assert close(c, a, F64_REL)
 
 
+
+@pytest.mark.parametrize(("name", "gate"), CASES)
+def test_acting_steps_equal_sequence_and_continue_it(
+    name: str, gate: str | None, float64: None
+) -> None:
+    # Backbone.step is the acting path; TrXL's writes each step into its ring buffer in
+    # place, wrapping around several times here (23 steps, M = 4). Acting must compute what
+    # the sequence computes, its traces must rebuild the same memory, and a sequence call
+    # must carry on from a state left mid-ring.
+    backbone = build(name, gate)
+    x, starts = random_inputs(23, 4, seed=3)
+    with torch.no_grad():
+        y_seq, s_seq = backbone(x, backbone.initial_state(4), starts)
+        state, outputs, traces = backbone.initial_state(4), [], []
+        for t in range(x.shape[0]):
+            out = backbone.step(x[t : t + 1], state, starts[t : t + 1], trace=True)
+            outputs.append(out.output)
+            traces.append(out.trace)
+            state = out.state
+        no_start = torch.zeros_like(starts[:5])
+        y_next, _ = backbone(x[:5], state, no_start)
+        y_next_ref, _ = backbone(x[:5], s_seq, no_start)
+    assert close(torch.cat(outputs), y_seq, F64_REL)
+    assert close(y_next, y_next_ref, F64_REL)
+    ordered = getattr(backbone, "ordered", lambda s: s)(state)
+    for a, b in zip(s_seq, ordered, strict=True):
+        assert close(b, a, F64_REL)
+    with torch.no_grad():
+        seq_trace = backbone.run(x, backbone.initial_state(4), starts, trace=True).trace
+    for a, b in zip(seq_trace, type(seq_trace)(*map(torch.cat, zip(*traces))), strict=True):
+        assert close(b, a, F64_REL)
+
+
+@pytest.mark.parametrize("name", TRXL_FAMILY)
+def test_acting_step_writes_one_slot_in_place(name: str) -> None:
+    backbone = build(name, None)
+    x, starts = random_inputs(6, 2, seed=4)
+    with torch.no_grad():
+        state = backbone.initial_state(2)
+        for t in range(6):
+            before = [field.clone() for field in state]
+            out = backbone.step(x[t : t + 1], state, starts[t : t + 1])
+            assert all(a is b for a, b in zip(out.state, state, strict=True)), "advanced in place"
+            changed = (out.state.hidden != before[0]).any(dim=(1, 3))  # (B, M) slots rewritten
+            assert changed.sum(dim=1).le(1).all()
+            state = out.state
+    assert state.position.tolist() == [6 % SMALL["memory_length"]] * 2
+
+
 @pytest.mark.parametrize(("name", "gate"), CASES)
 def test_episode_isolation(name: str, gate: str | None) -> None:
     backbone = build(name, gate)
@@ -208,3 +257,15 @@ def test_wrong_shapes_are_named() -> None:
 def test_fixed_order_backbones_reject_gates(name: str) -> None:
     with pytest.raises(ValueError, match="gtrxl"):
         make_backbone(name, input_dim=3, gate="gru")
+
+
+def test_a_state_made_under_inference_mode_can_be_stepped_without_it() -> None:
+    backbone = build("gtrxl", None)
+    x, starts = random_inputs(4, 2, seed=5)
+    with torch.inference_mode():
+        state = backbone.step(x[:1], backbone.initial_state(2), starts[:1]).state
+    with torch.no_grad():
+        expect, _ = backbone(x[1:2], state, starts[1:2])
+        got = backbone.step(x[1:2], state, starts[1:2]).output
+    assert (expect - got).abs().max().item() <= 1e-5
+

@@ -1,6 +1,12 @@
-"""The memory core: attention, gates, blocks, memory state and backbones. Pure torch."""
+"""The memory core: attention, gates, blocks, memory state and backbones. Pure torch.
+
+One transformer stack serves TrXL and the variants: :mod:`txrl.nn.settings` (settings
+checks), :mod:`txrl.nn.attention` (relative attention), :mod:`txrl.nn.blocks` (blocks),
+:mod:`txrl.nn.memory` (the memory state and the layer loop).
+"""
 
 from txrl.nn.gates import GATE_NAMES, make_gate
+from txrl.nn.memory import MemoryState, MemoryTrace
 from txrl.nn.protocol import (
     Backbone,
     BackboneOutput,
@@ -18,6 +24,8 @@ __all__ = [
     "BackboneOutput",
     "GRUState",
     "LSTMState",
+    "MemoryState",
+    "MemoryTrace",
     "RNNConfig",
     "TrXLConfig",
     "TrXLState",

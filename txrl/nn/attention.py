@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from txrl.nn.cache import ParameterCache
+
 
 def sinusoid_table(distances: torch.Tensor, d_model: int) -> torch.Tensor:
     """Sinusoid encoding R of eq. (1): ``R[p, 2k] = sin(p / 10000^(2k/D))``, ``R[p, 2k+1] = cos(..)``.
@@ -109,7 +111,7 @@ class AttentionRecorder:
 _active_recorder: AttentionRecorder | None = None
 
 
-class RelativeMultiHeadAttention(nn.Module):
+class RelativeMultiHeadAttention(ParameterCache):
     """Multi-head attention with Transformer-XL relative positions (eq. 9 of reference 000).
 
     Keys and values are computed by :meth:`project_memory` for both memory and new
@@ -117,6 +119,11 @@ class RelativeMultiHeadAttention(nn.Module):
     O(D^2) for the new token's projections plus O(M D) for attending over M cached keys;
     the positional keys ``W_kR R_{0..K-1}`` depend on the parameters only and are cached
     while gradients are off (acting), so step cost does not grow with M in projections.
+
+    The cache is keyed on the weight's version counter, which in-place updates bump, but
+    not every optimizer does (fused Adam writes the weights without bumping it), so whoever
+    changes the parameters also calls :meth:`clear_parameter_cache` (learners do it through
+    :meth:`txrl.nn.protocol.Backbone.on_parameters_changed`).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
@@ -137,9 +144,13 @@ class RelativeMultiHeadAttention(nn.Module):
         self.content_bias = nn.Parameter(torch.zeros(n_heads, self.head_dim))
         self.position_bias = nn.Parameter(torch.zeros(n_heads, self.head_dim))
         self.dropout = dropout
-        self._position_cache: (
-            tuple[tuple[int, int, torch.device, torch.dtype], torch.Tensor] | None
-        ) = None
+        # (D, H) one-hot of each feature's head: per-head products of one step as single
+        # batched products over the contiguous (M, D) memory, without splitting it by head
+        self.register_buffer(
+            "head_of_feature",
+            torch.eye(n_heads).repeat_interleave(self.head_dim, dim=0),
+            persistent=False,
+        )
 
     def project_memory(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Content keys ``W_kE h`` and values ``W_v h`` of layer inputs h (B, N, D) -> 2 x (B, N, D)."""
@@ -149,16 +160,41 @@ class RelativeMultiHeadAttention(nn.Module):
     def position_keys(self, n_keys: int) -> torch.Tensor:
         """``W_kR R_d`` for distances d = K-1, ..., 0 (the matrix Q of the reference) -> (K, H, E)."""
         weight = self.position_key.weight
-        cache_key = (n_keys, weight._version, weight.device, weight.dtype)
-        cache = self._position_cache
-        if not torch.is_grad_enabled() and cache is not None and cache[0] == cache_key:
-            return cache[1]
-        distances = torch.arange(n_keys - 1, -1, -1, device=weight.device)
-        table = sinusoid_table(distances, self.d_model).to(weight.dtype)  # (K, D)
-        projected = self.position_key(table).view(n_keys, self.n_heads, self.head_dim)
-        if not torch.is_grad_enabled():
-            self._position_cache = (cache_key, projected)
-        return projected
+
+        def build() -> torch.Tensor:
+            distances = torch.arange(n_keys - 1, -1, -1, device=weight.device)
+            table = sinusoid_table(distances, self.d_model).to(weight.dtype)  # (K, D)
+            return self.position_key(table).view(n_keys, self.n_heads, self.head_dim)
+
+        return self.cached("position_keys", n_keys, (weight,), build)
+
+    def _position_keys_by_head(self, n_keys: int) -> torch.Tensor:
+        """:meth:`position_keys` laid out for a batched product per head -> (H, E, K)."""
+        weight = self.position_key.weight
+        build = lambda: self.position_keys(n_keys).permute(1, 2, 0).contiguous()  # noqa: E731
+        return self.cached("position_keys_by_head", n_keys, (weight,), build)
+
+    def _query_key_value_weight(self) -> torch.Tensor:
+        """[W_q; W_kE; W_v] (3D, D): the new step's query, key and value in one product."""
+        weights = (self.query.weight, self.key_value.weight)
+        return self.cached("qkv", 0, weights, lambda: torch.cat(weights))
+
+    def over_memory(
+        self,
+        z: torch.Tensor,
+        memory: tuple[torch.Tensor, torch.Tensor],
+        new: tuple[torch.Tensor, torch.Tensor],
+        allowed: torch.Tensor,
+        stats: dict[str, torch.Tensor] | None,
+    ) -> torch.Tensor:
+        """A layer's attention in :class:`txrl.nn.memory.LayerMemoryBackbone`'s loop: cached
+        keys and values ``memory`` and those of the new steps ``new`` stay apart, so an acting
+        step copies nothing of size M; ``allowed`` is the window mask (B, T, K)."""
+        attended, attn_stats = self(z, *memory, *new, allowed, with_stats=stats is not None)
+        if stats is not None:
+            assert attn_stats is not None
+            stats["attention_entropy"] = attn_stats.entropy
+        return attended
 
     def forward(
         self,
@@ -175,63 +211,175 @@ class RelativeMultiHeadAttention(nn.Module):
 
         ``memory_keys``/``memory_values`` (B, M, D) and ``keys``/``values`` (B, T, D) come from
         :meth:`project_memory`. ``allowed`` (B, T, M+T) bool says which pairs may attend.
-        Returns (B, T, D).
+        Returns (B, T, D) and, with ``with_stats``, the attention's diagnostics.
         """
-        b, t, _ = h.shape
-        m = memory_keys.shape[1]
-        k = m + t
-        hd, e = self.n_heads, self.head_dim
-        scale = 1.0 / math.sqrt(e)
-        q = self.query(h).unflatten(-1, (hd, e)).transpose(1, 2)  # (B, T, D) -> (B, H, T, E)
-        qu = q + self.content_bias[None, :, None, :]  # for (a) + (c): (q + u) k^T
-        qv = q + self.position_bias[None, :, None, :]  # for (b) + (d): (q + v) (W_kR R)^T
-        pos = self.position_keys(k)  # (K, H, E), distances K-1 .. 0
-        # (b) + (d): one product against the K distances, then the relative shift
-        position_scores = rel_shift(torch.einsum("bhte,khe->bhtk", qv, pos))  # (B, H, T, K)
-        dropout = self.dropout if self.training else 0.0
-        new_key = keys.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, T, D) -> (B, H, T, E)
-        new_value = values.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, T, E)
-        memory_key = memory_keys.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, M, E)
-        memory_value = memory_values.unflatten(-1, (hd, e)).transpose(1, 2)  # (B, H, M, E)
         stats = None
         recorder = _active_recorder
-        if t == 1 and not with_stats and dropout == 0.0:
-            # Acting: attend to memory and self in two parts instead of concatenating an
-            # (M+1)-long key tensor, so a step copies nothing of size M.
-            content = torch.cat(
-                (qu @ memory_key.transpose(-1, -2), (qu * new_key).sum(-1, keepdim=True)), dim=-1
-            )  # (B, H, 1, K)
-            scores = ((content + position_scores) * scale).masked_fill(
-                ~allowed[:, None], float("-inf")
-            )
-            weights = scores.softmax(dim=-1)  # (B, H, 1, K)
-            if recorder is not None:
-                recorder.calls.append(RecordedAttention(self, weights.detach(), allowed))
-            attended = (
-                weights[..., :m] @ memory_value + weights[..., m:] * new_value
-            )  # (B, H, 1, E)
+        if (
+            h.shape[1] == 1
+            and not with_stats
+            and recorder is None
+            and not (self.training and self.dropout)
+        ):
+            q = self.query(h)  # (B, 1, D)
+            out = self._one_step(q, memory_keys, memory_values, keys, values, allowed[:, 0], None)
+            return out, None
+        out, weights = relative_attention(
+            self,
+            h,
+            torch.cat((memory_keys, keys), dim=1),  # (B, K, D)
+            torch.cat((memory_values, values), dim=1),  # (B, K, D)
+            allowed,
+            with_weights=with_stats or recorder is not None,
+        )
+        if recorder is not None:
+            assert weights is not None
+            recorder.calls.append(RecordedAttention(self, weights.detach(), allowed))
+        if with_stats:
+            assert weights is not None
+            stats = AttentionStats(attention_entropy(weights), allowed.sum(-1).float().mean())
+        return out, stats
+
+    def ring_step(
+        self,
+        z: torch.Tensor,
+        memory_keys: torch.Tensor,
+        memory_values: torch.Tensor,
+        allowed: torch.Tensor,
+        slot_index: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One acting step over a memory kept as a ring buffer (slots in any order).
+
+        ``z`` (B, 1, D) the step's attention input; ``memory_keys``/``memory_values``
+        (B, M, D) the cached ones in ring order; ``allowed`` (B, M+1) bool, the slots then the
+        step itself; ``slot_index`` (B, M) long, each slot's place in the distances M .. 0 of
+        :meth:`position_keys` (M - its distance from the step). The step's query, key and
+        value come from one product. Returns the output (B, 1, D) and the step's key and
+        value (B, 1, D) for the memory.
+        """
+        q, key, value = F.linear(z, self._query_key_value_weight()).chunk(3, dim=-1)
+        out = self._one_step(q, memory_keys, memory_values, key, value, allowed, slot_index)
+        return out, key, value
+
+    def _one_step(
+        self,
+        q: torch.Tensor,
+        memory_keys: torch.Tensor,
+        memory_values: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        allowed: torch.Tensor,
+        slot_index: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Acting (T = 1): the scores of :func:`relative_attention` for the query ``q``
+        (B, 1, D), attending to memory (B, M, D) and self (B, 1, D) in two parts instead of
+        concatenating an (M+1)-long key tensor. ``allowed`` (B, M+1); ``slot_index`` as in
+        :meth:`ring_step`, or None when the slots are oldest first (distances M .. 1)."""
+        b, m = memory_keys.shape[:2]
+        hd, e = self.n_heads, self.head_dim
+        scale = 1.0 / math.sqrt(e)
+        q = q.view(b, hd, e)  # (B, 1, D) -> (B, H, E)
+        qu = q + self.content_bias  # for (a) + (c): (q + u) k^T
+        qv = q + self.position_bias  # for (b) + (d): (q + v) (W_kR R)^T
+        # (b) + (d) against distances M .. 0, one batched product per head
+        by_distance = torch.bmm(qv.transpose(0, 1), self._position_keys_by_head(m + 1))  # (H, B, K)
+        by_distance = by_distance.transpose(0, 1)  # (B, H, K)
+        if slot_index is None:
+            position_scores = by_distance
         else:
-            key = torch.cat((memory_key, new_key), dim=2)  # (B, H, K, E)
-            value = torch.cat((memory_value, new_value), dim=2)  # (B, H, K, E)
-            # masked pairs get -inf through the additive mask
-            bias = (position_scores * scale).masked_fill(
-                ~allowed[:, None], float("-inf")
-            )  # (B, H, T, K)
-            if with_stats or recorder is not None:
-                weights = (torch.einsum("bhte,bhke->bhtk", qu, key) * scale + bias).softmax(dim=-1)
-                if with_stats:
-                    logw = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
-                    entropy = -(weights * logw).sum(-1).mean()
-                    stats = AttentionStats(entropy.detach(), allowed.sum(-1).float().mean())
-                if recorder is not None:
-                    recorder.calls.append(RecordedAttention(self, weights.detach(), allowed))
-                attended = F.dropout(weights, dropout, self.training) @ value  # (B, H, T, E)
-            else:
-                attended = F.scaled_dot_product_attention(
-                    qu, key, value, attn_mask=bias, dropout_p=dropout
-                )
-        attended = attended.transpose(1, 2).reshape(b, t, self.d_model)  # (B, H, T, E) -> (B, T, D)
-        return self.out(attended), stats
+            memory_position = by_distance.gather(2, slot_index[:, None, :].expand(b, hd, m))
+            position_scores = torch.cat((memory_position, by_distance[..., m:]), dim=2)
+        # (a) + (c) over the memory: k_j . (q + u) per head as one product with the
+        # block-diagonal (D, H) matrix of (q + u), so the (B, M, D) memory is read in place
+        qu_by_head = qu.reshape(b, self.d_model, 1) * self.head_of_feature  # (B, D, H)
+        memory_content = torch.bmm(memory_keys, qu_by_head).transpose(1, 2)  # (B, H, M)
+        self_content = (qu * key.view(b, hd, e)).sum(-1, keepdim=True)  # (B, H, 1)
+        content = torch.cat((memory_content, self_content), dim=2)  # (B, H, K)
+        scores = ((content + position_scores) * scale).masked_fill(~allowed[:, None], float("-inf"))
+        weights = scores.softmax(dim=-1)  # (B, H, K)
+        # sum_j w_j v_j per head: every head's weights against all D features, then the
+        # features of its own head kept
+        by_head = torch.bmm(weights[..., :m], memory_values)  # (B, H, D)
+        attended = (by_head * self.head_of_feature.T).sum(1)  # (B, D)
+        attended = attended + (weights[..., m:] * value.view(b, hd, e)).flatten(1)  # (B, D)
+        return self.out(attended[:, None])  # (B, 1, D)
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(..., N, D) -> (..., H, N, E)."""
+    return x.unflatten(-1, (n_heads, -1)).transpose(-3, -2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(..., H, N, E) -> (..., N, D)."""
+    return x.transpose(-3, -2).flatten(-2)
+
+
+def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """Mean entropy (nats) of attention distributions ``weights`` (..., K), detached."""
+    logw = torch.where(weights > 0, weights.clamp_min(1e-30).log(), torch.zeros_like(weights))
+    return -(weights * logw).sum(-1).mean().detach()
+
+
+def relative_attention(
+    attn: RelativeMultiHeadAttention,
+    h: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    distance: torch.Tensor | None = None,
+    n_distances: int | None = None,
+    *,
+    with_weights: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Transformer-XL relative attention (eq. 9 of reference 000) under any mask: the one
+    place every sequence-mode relative attention of txrl computes its scores.
+
+    Queries ``h`` (B, T, D), keys/values (B, K, D) from ``attn.project_memory``.
+    ``mask``: bool, which pairs may attend, or float, an additive bias (-inf where a pair may
+    not attend, any finite log-weight such as an adaptive span's log m_z elsewhere); (B, T, K)
+    for every head, or broadcastable to (B, H, T, K). Positions: by default the keys are
+    ``[memory ; h]`` and query i sits at K - T + i; ``distance`` (B, T, K) long in
+    [0, n_distances) gives each pair's distance instead. Returns (B, T, D) and, when asked,
+    the attention weights (B, H, T, K).
+    """
+    b, t, _ = h.shape
+    k = keys.shape[1]
+    hd = attn.n_heads
+    q = split_heads(attn.query(h), hd)  # (B, H, T, E)
+    key, value = split_heads(keys, hd), split_heads(values, hd)  # (B, H, K, E)
+    scale = 1.0 / math.sqrt(attn.head_dim)
+    # (b) + (d): (q + v)^T W_kR R_{i-j}
+    qv = q + attn.position_bias[None, :, None, :]  # (B, H, T, E)
+    if distance is None:
+        # one product against the K distances K-1 .. 0, then the relative shift
+        position_scores = rel_shift(torch.einsum("bhte,khe->bhtk", qv, attn.position_keys(k)))
+    else:
+        # W_kR R_d for d = 0..n-1 (position_keys lists them from n-1 down), gathered per pair
+        assert n_distances is not None
+        position = attn.position_keys(n_distances).flip(0)  # (n, H, E)
+        by_distance = torch.einsum("bhte,nhe->bhtn", qv, position)  # (B, H, T, n)
+        position_scores = by_distance.gather(-1, distance[:, None].expand(b, hd, t, k))
+    if mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=h.dtype, device=h.device).masked_fill(
+            ~mask, float("-inf")
+        )
+    if mask.dim() == 3:
+        mask = mask[:, None]  # the same for every head
+    bias = position_scores * scale + mask  # (B, H, T, K)
+    # (a) + (c): (q + u)^T k_j
+    qu = q + attn.content_bias[None, :, None, :]  # (B, H, T, E)
+    weights = None
+    dropout = attn.dropout if attn.training else 0.0
+    if with_weights:
+        scores = torch.einsum("bhte,bhke->bhtk", qu, key) * scale + bias
+        weights = scores.softmax(dim=-1)  # (B, H, T, K)
+        attended = F.dropout(weights, dropout, attn.training) @ value  # (B, H, T, E)
+    else:
+        attended = F.scaled_dot_product_attention(
+            qu, key, value, attn_mask=bias, dropout_p=dropout
+        )  # (B, H, T, E)
+    return attn.out(merge_heads(attended)), weights  # (B, T, D)
 
 
 def naive_relative_attention(

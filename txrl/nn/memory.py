@@ -1,4 +1,5 @@
-"""Transformer-XL's segment-level memory, shared by every backbone that caches layer inputs.
+"""Transformer-XL's segment-level memory and the layer loop, shared by every backbone that
+caches layer inputs (TrXL, TrXL-I, GTrXL and the window variants).
 
 Dai et al. 2019, eq. (6) of ``references/000_4baccbf6ade0250f.txt``: layer l attends over
 ``[SG(m^{l-1}) ; h^{l-1}]``, its stop-gradient inputs of the last M steps and the current ones.
@@ -8,13 +9,37 @@ Legend: B envs, T steps, L layers (or depth steps), M memory slots, D width.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import nn
 
-from txrl.nn.protocol import Backbone
-from txrl.nn.window import next_valid, slide, window_at
+from txrl.nn.protocol import Backbone, BackboneOutput
+from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
+
+
+class MemoryState(NamedTuple):
+    """Per-env memory of a layer-memory backbone, env on axis 0 of every field.
+
+    The M slots form a ring buffer: an acting step (:meth:`LayerMemoryBackbone.step`)
+    overwrites the oldest slot, ``position``, in place instead of shifting the whole memory,
+    so a step copies nothing of size M. Slot j of env b then holds the step
+    ``(position[b] - j - 1) mod M + 1`` steps back. :meth:`~LayerMemoryBackbone.run` and
+    :meth:`~LayerMemoryBackbone.state_at` return the slots oldest first (position 0).
+    """
+
+    hidden: torch.Tensor  # (B, L, M, D) cached layer inputs of the last M steps, stop-gradient
+    keys: torch.Tensor  # (B, L, M, D) their keys (a cache, derived from hidden)
+    values: torch.Tensor  # (B, L, M, D) their values (a cache, derived from hidden)
+    position: torch.Tensor  # (B,) long, the slot the next step is written to (the oldest)
+    step: torch.Tensor  # (B,) long, episode time of the next step (steps of the episode so far)
+    valid: torch.Tensor  # (B, M) bool, True where the slot holds a step of the current episode
+
+
+class MemoryTrace(NamedTuple):
+    """What a rollout stores per step to rebuild the memory later: L*D floats, not L*M*D."""
+
+    hidden: torch.Tensor  # (T, B, L, D) layer inputs of each step
 
 
 def memory_in_use(valid: torch.Tensor) -> torch.Tensor:
@@ -25,16 +50,23 @@ def memory_in_use(valid: torch.Tensor) -> torch.Tensor:
 class LayerMemoryBackbone(Backbone):
     """Backbone with Transformer-XL's memory (eq. 6 of reference 000), per layer or depth step.
 
-    State: a NamedTuple ``state_type`` whose first fields are ``hidden`` (B, L, M, D) the
-    cached stop-gradient layer inputs of the last M steps, ``keys`` and ``values`` (B, L, M, D)
-    their projections (a cache derived from hidden) and ``valid`` (B, M); trace:
-    ``trace_type``, the layer inputs of each step ``hidden`` (T, B, L, D). The layers
-    (``blocks``, each with ``attention_input`` and ``attention.project_memory``) are the
-    subclass's, as is ``run``, which ends with :meth:`next_state` and :meth:`trace_of`.
+    State: :class:`MemoryState`; trace: :class:`MemoryTrace`. The layers are ``blocks``, each
+    with ``attention_input(h)`` and ``forward(h, attended, stats)`` (:mod:`txrl.nn.blocks`)
+    and an ``attention`` with ``project_memory(z) -> (keys, values)`` and
+    ``over_memory(z, memory, new, plan, stats) -> (B, T, D)``: attend from the normalised
+    inputs z (B, T, D) over the cached keys and values ``memory`` (B, M, D) and those of the
+    T steps ``new`` (B, T, D), filling ``stats`` when given. :meth:`run` is the layer loop of
+    eq. (6); a subclass may add per-layer plans (:meth:`attention_plans`), auxiliary losses
+    and diagnostics. Backbones with a loop of their own (``reformer``, ``universal``) use the
+    memory plumbing only.
     """
 
-    state_type: ClassVar[Any]
-    trace_type: ClassVar[Any]
+    state_type: ClassVar[Any] = MemoryState
+    trace_type: ClassVar[Any] = MemoryTrace
+    # Whether a one-step call attends over the ring as it lies (the blocks' attention has
+    # ``ring_step``, see :meth:`txrl.nn.attention.RelativeMultiHeadAttention.ring_step`);
+    # otherwise every call first puts the slots oldest first.
+    ring_steps: ClassVar[bool] = False
     blocks: nn.ModuleList
 
     def __init__(self, config: Any, depth: int) -> None:
@@ -47,6 +79,164 @@ class LayerMemoryBackbone(Backbone):
         self.depth = depth  # L, the layers (or depth steps) with a memory
         self.embed = nn.Linear(self.input_dim, config.d_model)
 
+    # ------------------------------------------------------------------ the layer loop
+
+    def attention_plans(self, allowed: torch.Tensor, query_time: torch.Tensor) -> list[Any]:
+        """Per layer, what its attention needs besides z, keys and values.
+
+        ``allowed`` (B, T, K) the sliding-window mask, ``query_time`` (B, T) each step's index
+        in its episode. Default: the window mask for every layer.
+        """
+        del query_time
+        return [allowed] * len(self.blocks)
+
+    def aux_losses(self) -> dict[str, torch.Tensor]:
+        return {}
+
+    def extra_stats(self) -> dict[str, torch.Tensor]:
+        return {}
+
+    def run(
+        self,
+        x: torch.Tensor,
+        state: MemoryState,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool = False,
+        stats: bool = False,
+    ) -> BackboneOutput:
+        self.check_inputs(x, state, episode_starts)
+        state = self.ordered(state)
+        h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
+        allowed = window_mask(state.valid, episode_starts, self.memory_length)  # (B, T, K)
+        query_time = episode_time(state.step, episode_starts)  # (B, T)
+        plans = self.attention_plans(allowed, query_time)
+
+        out_stats: dict[str, torch.Tensor] = {}
+        layer_inputs, new_keys, new_values = [], [], []
+        for layer, block in enumerate(self.blocks):
+            layer_inputs.append(h)
+            # h~ = [SG(m^{l-1}) ; h^{l-1}]: cached keys/values of the memory, new ones of h
+            z = block.attention_input(h)  # (B, T, D)
+            k_new, v_new = block.attention.project_memory(z)  # (B, T, D) each
+            new_keys.append(k_new)
+            new_values.append(v_new)
+            memory = (state.keys[:, layer], state.values[:, layer])  # (B, M, D) each
+            layer_stats: dict[str, torch.Tensor] | None = {} if stats else None
+            attended = block.attention.over_memory(
+                z, memory, (k_new, v_new), plans[layer], layer_stats
+            )
+            h = block(h, attended, layer_stats)
+            if layer_stats is not None:
+                out_stats.update({f"layer{layer}/{k}": v for k, v in layer_stats.items()})
+
+        new_state = self.next_state(state, layer_inputs, new_keys, new_values, episode_starts)
+        if stats:
+            out_stats["memory_in_use"] = memory_in_use(state.valid)
+            out_stats.update(self.extra_stats())
+        step_trace = self.trace_of(layer_inputs) if trace else None
+        return BackboneOutput(
+            h.transpose(0, 1), new_state, step_trace, self.aux_losses(), out_stats
+        )
+
+    # ------------------------------------------------------------------ acting on the ring
+
+    def step(
+        self, x: torch.Tensor, state: MemoryState, episode_starts: torch.Tensor, *, trace: bool = False
+    ) -> BackboneOutput:
+        """One acting step; without gradients it writes the step into ``state``'s ring in
+        place (O(L D) bytes written, nothing of size M copied) and returns that state.
+        :meth:`run` never changes its input and returns the slots oldest first."""
+        self.check_inputs(x, state, episode_starts)
+        dropout_on = self.training and self.config.dropout > 0.0
+        if (
+            self.ring_steps
+            and x.shape[0] == 1
+            and self.memory_length > 0
+            and not dropout_on
+            and not torch.is_grad_enabled()
+        ):
+            return self._ring_step(x, state, episode_starts, trace=trace)
+        return self.run(x, state, episode_starts, trace=trace)
+
+    def _ring_step(
+        self,
+        x: torch.Tensor,
+        state: MemoryState,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool,
+    ) -> BackboneOutput:
+        """The layer loop of :meth:`run` for one step over the ring: the same attention
+        (:meth:`~txrl.nn.attention.RelativeMultiHeadAttention.ring_step`), with each slot's
+        relative distance read from the write position instead of the slot's index."""
+        m = self.memory_length
+        start = episode_starts[0]  # (B,)
+        h = self.embed(x[0])[:, None]  # (1, B, I) -> (B, 1, D)
+        # the slots of this episode, then the step itself, which is always attended to
+        allowed = torch.cat(
+            (state.valid & ~start[:, None], torch.ones_like(state.valid[:, :1])), dim=1
+        )  # (B, M+1)
+        # slot j is (position - j - 1) mod M + 1 steps back; its place in distances M .. 0
+        slots = torch.arange(m, device=x.device)
+        slot_index = m - 1 - (state.position[:, None] - 1 - slots).remainder(m)  # (B, M)
+        inputs, keys, values = [], [], []
+        for layer, block in enumerate(self.blocks):
+            inputs.append(h)
+            attended, key, value = block.attention.ring_step(
+                block.attention_input(h),
+                state.keys[:, layer],
+                state.values[:, layer],
+                allowed,
+                slot_index,
+            )
+            keys.append(key)
+            values.append(value)
+            h = block(h, attended)
+        new_state = self._write_ring(state, inputs, keys, values, start)
+        step_trace = self.trace_of(inputs) if trace else None
+        return BackboneOutput(h.transpose(0, 1), new_state, step_trace, self.aux_losses(), {})
+
+    def _write_ring(
+        self,
+        state: MemoryState,
+        inputs: Sequence[torch.Tensor],
+        keys: Sequence[torch.Tensor],
+        values: Sequence[torch.Tensor],
+        start: torch.Tensor,
+    ) -> MemoryState:
+        """Write one step's layer inputs, keys and values (B, 1, D) over the oldest slot of
+        ``state``, in place (on a copy when ``state`` was made under ``torch.inference_mode``
+        and this step is not, since torch forbids writing such tensors outside it)."""
+        if state.hidden.is_inference() and not torch.is_inference_mode_enabled():
+            state = type(state)(*(field.clone() for field in state))
+        envs = torch.arange(start.shape[0], device=start.device)
+        slot = state.position
+        for field, new in ((state.hidden, inputs), (state.keys, keys), (state.values, values)):
+            field[envs, :, slot] = torch.cat(new, dim=1).detach()  # (B, L, D) into slot
+        state.valid.logical_and_(~start[:, None])  # a new episode forgets the old one
+        state.valid[envs, slot] = True
+        state.step.masked_fill_(start, 0).add_(1)
+        state.position.add_(1).remainder_(self.memory_length)
+        return state
+
+    def ordered(self, state: MemoryState) -> MemoryState:
+        """``state`` with its slots oldest first (position 0); itself when already so."""
+        m = self.memory_length
+        if m == 0 or not bool(state.position.any()):
+            return state
+        order = (state.position[:, None] + torch.arange(m, device=state.position.device)) % m
+        index = order[:, None, :, None].expand_as(state.hidden)  # (B, L, M, D)
+        return state._replace(
+            hidden=state.hidden.gather(2, index),
+            keys=state.keys.gather(2, index),
+            values=state.values.gather(2, index),
+            position=torch.zeros_like(state.position),
+            valid=state.valid.gather(1, order),
+        )
+
+    # ------------------------------------------------------------------ memory plumbing
+
     def project_hidden(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of the cached layer inputs (B, L, M, D) -> 2 x (B, L, M, D)."""
         keys, values = zip(
@@ -58,63 +248,63 @@ class LayerMemoryBackbone(Backbone):
         )
         return torch.stack(keys, dim=1), torch.stack(values, dim=1)
 
-    def empty_memory(
-        self, batch_size: int, device: torch.device | str | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """hidden, keys, values (B, L, M, D) zeros and valid (B, M) False."""
+    def initial_state(
+        self, batch_size: int, device: torch.device | str | None = None
+    ) -> MemoryState:
+        """hidden, keys, values (B, L, M, D) zeros, position and step (B,) zero, valid (B, M) False."""
         device = device if device is not None else self.embed.weight.device
         shape = (batch_size, self.depth, self.memory_length, self.config.d_model)
         valid = torch.zeros((batch_size, self.memory_length), dtype=torch.bool, device=device)
-        return (*(torch.zeros(shape, device=device) for _ in range(3)), valid)
+        memory = (torch.zeros(shape, device=device) for _ in range(3))
+        counters = (torch.zeros((batch_size,), dtype=torch.long, device=device) for _ in range(2))
+        return self.state_type(*memory, *counters, valid)
 
-    def memory_at(
-        self, initial: Any, trace: Any, episode_starts: torch.Tensor, t: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """hidden, keys, values and valid before step ``t[b]``, rebuilt from the trace.
+    def state_at(
+        self, initial: MemoryState, trace: MemoryTrace, episode_starts: torch.Tensor, t: torch.Tensor
+    ) -> MemoryState:
+        """The memory before step ``t[b]``, rebuilt from the trace, and its episode time (one
+        past that of step t-1, the carried-in one at t = 0).
 
         Keys and values are re-projected from the stop-gradient layer inputs, so when called
         with gradients on, the projection weights get the gradient through memory as in
         Transformer-XL's training.
         """
+        initial = self.ordered(initial)
         # (B, L, M, D) <-> window entries (B, M, L, D)
         hidden, valid = window_at(
             initial.hidden.transpose(1, 2), trace.hidden, initial.valid, episode_starts, t
         )
         hidden = hidden.transpose(1, 2)  # (B, M, L, D) -> (B, L, M, D)
-        return hidden, *self.project_hidden(hidden), valid
+        times = episode_time(initial.step, episode_starts)  # (B, T)
+        before = torch.cat((initial.step[:, None], times + 1), dim=1)  # (B, T+1)
+        step = before.gather(1, t[:, None])[:, 0]
+        position = torch.zeros_like(step)
+        return self.state_type(hidden, *self.project_hidden(hidden), position, step, valid)
 
-    def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> Any:
-        return self.state_type(*self.empty_memory(batch_size, device))
-
-    def state_at(
-        self, initial: Any, trace: Any, episode_starts: torch.Tensor, t: torch.Tensor
-    ) -> Any:
-        """Rebuild the memory before step ``t[b]`` (see :meth:`memory_at`)."""
-        return self.state_type(*self.memory_at(initial, trace, episode_starts, t))
-
-    def refresh_state(self, state: Any) -> Any:
+    def refresh_state(self, state: MemoryState) -> MemoryState:
         """Re-project the cached keys and values of the memory with the current weights."""
         keys, values = self.project_hidden(state.hidden)
         return state._replace(keys=keys, values=values)
 
     def next_state(
         self,
-        state: Any,
+        state: MemoryState,
         inputs: Sequence[torch.Tensor],
         keys: Sequence[torch.Tensor],
         values: Sequence[torch.Tensor],
         episode_starts: torch.Tensor,
-        **extra: torch.Tensor,
-    ) -> Any:
-        """The memory after the T steps, from each layer's inputs, keys and values (B, T, D)."""
+    ) -> MemoryState:
+        """The memory after the T steps, from each layer's inputs, keys and values (B, T, D);
+        ``state`` has its slots oldest first (:meth:`ordered`), and so has the result."""
         return self.state_type(
             hidden=slide(state.hidden, torch.stack(inputs, dim=1).detach(), dim=2),
             keys=slide(state.keys, torch.stack(keys, dim=1).detach(), dim=2),
             values=slide(state.values, torch.stack(values, dim=1).detach(), dim=2),
+            position=torch.zeros_like(state.position),  # slots oldest first
+            step=episode_time(state.step, episode_starts)[:, -1] + 1,
             valid=next_valid(state.valid, episode_starts),  # seen from the step after the last
-            **extra,
         )
 
-    def trace_of(self, inputs: Sequence[torch.Tensor]) -> Any:
+    def trace_of(self, inputs: Sequence[torch.Tensor]) -> MemoryTrace:
         """Each layer's inputs (B, T, D) -> the trace, (T, B, L, D)."""
         return self.trace_type(hidden=torch.stack(inputs, dim=2).transpose(0, 1).detach())

@@ -20,8 +20,13 @@ inside. Learners that train on segments of a rollout also use:
 * :meth:`Backbone.state_at`: rebuilds the state that was in force before step t of a
   rollout from the state at its start and its trace, so a training segment that starts at
   t sees exactly the memory its acting steps saw;
+* :meth:`Backbone.step`: one acting step that may advance the state in place (the
+  rollout's and ``predict``'s path);
 * :meth:`Backbone.refresh_state`: recomputes caches derived from the parameters (TrXL's
   memory keys and values) after an update;
+* :meth:`Backbone.on_parameters_changed`: drops the module-level caches derived from the
+  parameters (TrXL's positional keys); learners call it after every optimizer step and
+  after loading weights, since not every optimizer marks the tensors it writes;
 * ``BackboneOutput.aux_losses``: named auxiliary losses (e.g. an adaptive span's L1
   penalty) that a learner adds with its own coefficients; ``stats`` holds diagnostics.
 """
@@ -74,6 +79,18 @@ class Backbone(nn.Module, abc.ABC):
     ) -> BackboneOutput:
         """Process ``x`` (T, B, I) from ``state``; see the module docstring."""
 
+    def step(
+        self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor, *, trace: bool = False
+    ) -> BackboneOutput:
+        """One acting step (``x`` (1, B, I)) whose caller hands ``state`` over.
+
+        Same outputs as :meth:`run`; when gradients are off a backbone may advance ``state``
+        in place and return it (TrXL writes the step into its ring buffer), so ``state`` must
+        not be used again (copy it first with :func:`txrl.nn.state.clone_state` to keep it).
+        The default calls :meth:`run`.
+        """
+        return self.run(x, state, episode_starts, trace=trace)
+
     def forward(
         self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor
     ) -> tuple[torch.Tensor, Any]:
@@ -99,6 +116,18 @@ class Backbone(nn.Module, abc.ABC):
         on the carried memory. The default has no such cache and returns ``state``.
         """
         return state
+
+    def on_parameters_changed(self) -> None:
+        """Drop every cache derived from the parameters, in this module and its submodules.
+
+        A submodule with such a cache defines ``clear_parameter_cache()``. Call this after
+        each optimizer step and after loading weights: caches keyed on tensor versions miss
+        updates that do not bump them (e.g. ``torch.optim.Adam(fused=True)``).
+        """
+        for module in self.modules():
+            clear = getattr(module, "clear_parameter_cache", None)
+            if clear is not None:
+                clear()
 
     def check_inputs(self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor) -> None:
         """Raise a ValueError naming the problem when the inputs do not fit the protocol."""

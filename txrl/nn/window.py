@@ -48,6 +48,19 @@ def window_mask(valid: torch.Tensor, episode_starts: torch.Tensor, window: int) 
     return same_episode & ((distance >= 0) & (distance <= window))[None]
 
 
+def episode_time(step: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tensor:
+    """Index of each step within its episode.
+
+    ``step`` (B,) long: the episode time of the step after the carried-in memory (steps of the
+    current episode seen so far); ``episode_starts`` (T, B). Returns (B, T) long.
+    """
+    t = episode_starts.shape[0]
+    index = torch.arange(t, device=step.device)  # (T,)
+    starts = episode_starts.transpose(0, 1)  # (B, T)
+    last_start = torch.where(starts, index, -1).cummax(dim=1).values  # (B, T)
+    return torch.where(last_start >= 0, index - last_start, step[:, None] + index)
+
+
 def next_valid(valid: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tensor:
     """Validity of the last M of the M+T positions, seen from the step after the sequence -> (B, M)."""
     m = valid.shape[1]

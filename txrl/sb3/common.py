@@ -26,7 +26,7 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
-from txrl.nn.state import index_state, state_from_numpy, state_to_numpy
+from txrl.nn.state import clone_state, index_state, state_from_numpy, state_to_numpy
 from txrl.rl.buffer import MemoryDictRolloutBuffer, MemoryRolloutBuffer, SegmentBatch
 from txrl.sb3.policies import POLICY_ALIASES, MemoryActorCriticPolicy
 
@@ -243,11 +243,11 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         n_steps = 0
         rollout_buffer.reset()
         memory = self._live_memory(env.num_envs)
-        rollout_buffer.set_initial_memory(memory)
+        rollout_buffer.set_initial_memory(clone_state(memory))  # acting advances memory in place
         callback.on_rollout_start()
 
         while n_steps < n_rollout_steps:
-            with torch.no_grad():
+            with torch.inference_mode():  # no autograd bookkeeping while acting
                 obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
                 starts = torch.as_tensor(
                     self._last_episode_starts, device=self.device
@@ -386,6 +386,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 )
                 _check_finite_update(loss, grad_norm, stats, self._n_updates)
                 self.policy.optimizer.step()
+                self.policy.on_parameters_changed()
                 self._after_gradient_step()
                 logged["train/loss"].append(float(loss.detach()))
             if stopped:

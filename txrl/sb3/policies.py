@@ -29,7 +29,7 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 
 from txrl.nn.protocol import Backbone, BackboneOutput, make_backbone
-from txrl.nn.state import state_from_numpy, state_to_numpy
+from txrl.nn.state import as_state
 
 BACKBONE_KEYS = (
     "n_layers",
@@ -151,6 +151,12 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             "gate_bias": gate_bias,
             "hidden_size": hidden_size,
         }
+        default_optimizer = kwargs.get("optimizer_class", torch.optim.Adam) is torch.optim.Adam
+        if kwargs.get("optimizer_kwargs") is None and default_optimizer:
+            # SB3's default (Adam, eps 1e-5) with the fused kernel: the same update, about a
+            # tenth off the training pass (bench/throughput.py); safe for the cached keys
+            # because learners call on_parameters_changed after each step
+            kwargs["optimizer_kwargs"] = {"eps": 1e-5, "fused": True}
         self.backbone_name = backbone or self.default_backbone
         self.backbone_settings = {k: v for k, v in given.items() if v is not None} | dict(
             backbone_kwargs or {}
@@ -199,10 +205,22 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
 
     # ------------------------------------------------------------------ memory
 
+    def on_parameters_changed(self) -> None:
+        """Drop the backbone's caches derived from the weights; learners call it after each
+        optimizer step (some optimizers, e.g. fused Adam, do not mark the tensors they write)."""
+        self.backbone.on_parameters_changed()
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """``nn.Module.load_state_dict``, then drop caches of the old weights (``load``,
+        ``set_parameters`` and target-network copies come through here)."""
+        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
+        self.on_parameters_changed()
+        return result
+
     def initial_state(self, n_envs: int) -> Any:
         return self.backbone.initial_state(n_envs, device=self.device)
 
-    def _latent(
+    def _memory_output(
         self,
         obs: PyTorchObs,
         state: Any,
@@ -210,13 +228,27 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         *,
         trace: bool = False,
         stats: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
-        """Features of X = T * B observations (time-major) through the memory -> (X, latent) x 2."""
+        acting: bool = False,
+    ) -> tuple[torch.Tensor, BackboneOutput]:
+        """Features of X = T * B observations (time-major) through the memory -> (X, D).
+
+        ``acting``: one step through :meth:`Backbone.step`, which may advance ``state`` in place.
+        """
         t, b = episode_starts.shape
         features = self.extract_features(obs, self.features_extractor)  # (X, F)
         x = features.reshape(t, b, -1)  # (X, F) -> (T, B, F)
-        out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
-        latent = out.output.reshape(t * b, -1)  # (T, B, D) -> (X, D)
+        if acting:
+            out = self.backbone.step(x, state, episode_starts, trace=trace)
+        else:
+            out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
+        return out.output.reshape(t * b, -1), out  # (T, B, D) -> (X, D)
+
+    def _latent(
+        self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, **options: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
+        """:meth:`_memory_output` (``options`` are its flags) through the actor's and the
+        critic's MLPs -> (X, latent) x 2."""
+        latent, out = self._memory_output(obs, state, episode_starts, **options)
         latent_pi, latent_vf = self.mlp_extractor(latent)
         return latent_pi, latent_vf, out
 
@@ -226,9 +258,13 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         """One acting step for B envs, ``episode_starts`` (B,) bool.
 
         Returns actions, values (B, 1), log-probs (B,), the action distribution and the
-        backbone output (new state and trace).
+        backbone output (new state and trace). Without gradients the backbone may advance
+        ``state`` in place (:meth:`txrl.nn.protocol.Backbone.step`): use the returned state,
+        and copy the old one first (``txrl.nn.state.clone_state``) if you need it again.
         """
-        latent_pi, latent_vf, out = self._latent(obs, state, episode_starts[None], trace=True)
+        latent_pi, latent_vf, out = self._latent(
+            obs, state, episode_starts[None], trace=True, acting=True
+        )
         distribution = self._get_action_dist_from_latent(latent_pi)
         actions = distribution.get_actions(deterministic=deterministic)
         log_prob = distribution.log_prob(actions)
@@ -273,16 +309,25 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
     def predict(
         self,
         observation: np.ndarray | dict[str, np.ndarray],
-        state: tuple[np.ndarray, ...] | None = None,
+        state: Any = None,
         episode_start: np.ndarray | None = None,
         deterministic: bool = False,
-    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
-        """SB3's recurrent ``predict``: the state is an opaque tuple of arrays, one row per observation."""
+    ) -> tuple[np.ndarray, Any]:
+        """SB3's recurrent ``predict``, one row of the state per observation.
+
+        The state returned is the backbone's own (a NamedTuple of tensors on the policy's
+        device), which SB3's ``evaluate_policy`` passes back unchanged, so a step copies no
+        memory to numpy and back; the next call advances it in place. A tuple of arrays of
+        the same fields (e.g. ``txrl.nn.state.state_to_numpy`` of a state, saved and loaded)
+        is accepted too.
+        """
         self.set_training_mode(False)
         obs, vectorized = self.obs_to_tensor(observation)
         n_envs = next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
-        template = self.initial_state(n_envs)
-        memory = template if state is None else state_from_numpy(template, state, self.device)
+        if state is None:
+            memory = self.initial_state(n_envs)
+        else:
+            memory = as_state(self._state_template(n_envs), state, self.device)
         if episode_start is None:
             starts = torch.zeros(n_envs, dtype=torch.bool, device=self.device)
         else:
@@ -291,8 +336,13 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
                 .reshape(n_envs)
                 .bool()
             )
-        with torch.no_grad():
-            actions, _, _, _, out = self.act(obs, memory, starts, deterministic=deterministic)
+        with torch.inference_mode():
+            # the actor only: predict needs neither values nor log-probs
+            latent, out = self._memory_output(obs, memory, starts[None], acting=True)
+            distribution = self._get_action_dist_from_latent(
+                self.mlp_extractor.forward_actor(latent)
+            )
+            actions = distribution.get_actions(deterministic=deterministic)
         actions_np = actions.cpu().numpy().reshape((-1, *self.action_space.shape))  # type: ignore[misc]
         if isinstance(self.action_space, spaces.Box):
             if self.squash_output:
@@ -301,7 +351,14 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
                 actions_np = np.clip(actions_np, self.action_space.low, self.action_space.high)
         if not vectorized:
             actions_np = actions_np.squeeze(axis=0)
-        return actions_np, state_to_numpy(out.state)
+        return actions_np, out.state
+
+    def _state_template(self, n_envs: int) -> Any:
+        """An empty state of ``n_envs`` envs, kept to check the states given to ``predict``."""
+        cached = getattr(self, "_template", None)
+        if cached is None or cached[0] != n_envs:
+            cached = self._template = (n_envs, self.initial_state(n_envs))
+        return cached[1]
 
 
 class MemoryActorCriticCnnPolicy(MemoryActorCriticPolicy):

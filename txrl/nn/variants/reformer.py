@@ -50,7 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.nn.memory import LayerMemoryBackbone, memory_in_use
+from txrl.nn.memory import LayerMemoryBackbone, MemoryState, MemoryTrace, memory_in_use
 from txrl.nn.protocol import BackboneOutput, register_backbone
 from txrl.nn.variants._common import (
     WindowConfig,
@@ -63,19 +63,8 @@ from txrl.nn.variants._common import (
 from txrl.nn.window import window_mask
 
 
-class ReformerState(NamedTuple):
-    """Per-env memory, env on axis 0 of every field."""
-
-    hidden: torch.Tensor  # (B, L, M, D) cached attention-stream inputs X2, stop-gradient
-    keys: torch.Tensor  # (B, L, M, D) normalised shared-QK keys (a cache, derived from hidden)
-    values: torch.Tensor  # (B, L, M, D) values (a cache, derived from hidden)
-    valid: torch.Tensor  # (B, M) bool, True where the slot holds a step of the current episode
-
-
-class ReformerTrace(NamedTuple):
-    """Per step: each layer's X2, L * D numbers."""
-
-    hidden: torch.Tensor  # (T, B, L, D)
+ReformerState = MemoryState  # Transformer-XL's memory, shared with the TrXL family
+ReformerTrace = MemoryTrace
 
 
 class LSHOutput(NamedTuple):
@@ -289,6 +278,7 @@ class Reformer(LayerMemoryBackbone):
         stats: bool = False,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
+        state = self.ordered(state)
         m = self.memory_length
         h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
         x1, x2 = h, h  # duplicated streams

@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from txrl.nn.attention import RelativeMultiHeadAttention, sinusoid_table
-from txrl.nn.memory import memory_in_use
+from txrl.nn.memory import MemoryState, MemoryTrace, memory_in_use
 from txrl.nn.protocol import BackboneOutput, register_backbone
 from txrl.nn.variants._common import (
     CommonSettings,
@@ -64,19 +64,8 @@ from txrl.nn.variants._common import (
 from txrl.nn.window import window_mask
 
 
-class UniversalState(NamedTuple):
-    """Per-env memory, env on axis 0 of every field."""
-
-    hidden: torch.Tensor  # (B, N, M, D) cached depth-step inputs u^n of the last M steps
-    keys: torch.Tensor  # (B, N, M, D) W_kE LN(u^n) (a cache, derived from hidden)
-    values: torch.Tensor  # (B, N, M, D) W_v LN(u^n) (a cache, derived from hidden)
-    valid: torch.Tensor  # (B, M) bool, True where the slot holds a step of the current episode
-
-
-class UniversalTrace(NamedTuple):
-    """Per step: the input of every depth step, N * D numbers."""
-
-    hidden: torch.Tensor  # (T, B, N, D)
+UniversalState = MemoryState  # Transformer-XL's memory, shared with the TrXL family
+UniversalTrace = MemoryTrace
 
 
 class ACTResult(NamedTuple):
@@ -169,6 +158,7 @@ class UniversalTransformer(LayerMemoryBackbone):
     ) -> ACTResult:
         """The whole computation with its per-position ACT quantities; ``run`` wraps it."""
         self.check_inputs(x, state, episode_starts)
+        state = self.ordered(state)
         c = self.config
         t, m = x.shape[0], self.memory_length
         s = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D), s^0

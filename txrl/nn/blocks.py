@@ -1,0 +1,132 @@
+"""The transformer blocks of the TrXL family and the variants, each written once.
+
+Legend: B envs, T steps, D model width. A block takes its input ``h`` (B, T, D) and the
+output of its attention sub-layer, computed by the caller from :meth:`attention_input`
+(``h`` or ``LayerNorm(h)``), so a block does not depend on how its attention is computed
+(over a ring of cached keys, a window, a compressed memory...). Equations are those of
+``references/000_4baccbf6ade0250f.txt``:
+
+* :class:`PostNormBlock`: the TrXL block of eq. (9), ``o = LN(h + MHA(h))``, ``h' = LN(o + FF(o))``.
+* :class:`GatedBlock`: the GTrXL block of eq. (10) (Parisotto et al. 2019): LayerNorm on the
+  input stream only, ReLU on each sub-layer output and a gate (:mod:`txrl.nn.gates`) in place
+  of each residual; with the ``residual`` gate it is the TrXL-I block.
+* :class:`PreNormBlock`: TrXL-I's block around any attention module (eq. 10 with the residual
+  gate) or, without its ReLUs, the plain pre-LayerNorm block.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from txrl.nn.gates import make_gate
+from txrl.nn.settings import CommonSettings
+
+
+def feed_forward(config: CommonSettings) -> nn.Sequential:
+    """The position-wise MLP D -> ff_width -> D with a ReLU (and dropout) in between."""
+    d, width = config.d_model, config.ff_width
+    return nn.Sequential(
+        nn.Linear(d, width), nn.ReLU(), nn.Dropout(config.dropout), nn.Linear(width, d)
+    )
+
+
+class PostNormBlock(nn.Module):
+    """TrXL block of eq. (9): residuals, then LayerNorm. Attends to its input itself."""
+
+    def __init__(self, config: CommonSettings, attention: nn.Module) -> None:
+        super().__init__()
+        self.attention = attention
+        self.norm_attention = nn.LayerNorm(config.d_model)
+        self.mlp = feed_forward(config)
+        self.norm_mlp = nn.LayerNorm(config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def attention_input(self, h: torch.Tensor) -> torch.Tensor:
+        return h
+
+    def forward(
+        self, h: torch.Tensor, attended: torch.Tensor, stats: dict[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """``h`` (B, T, D) block input, ``attended`` (B, T, D) the attention output on ``h``."""
+        o = self.norm_attention(h + self.dropout(attended))
+        return self.norm_mlp(o + self.dropout(self.mlp(o)))
+
+
+class GatedBlock(nn.Module):
+    """GTrXL block of eq. (10); with the ``residual`` gate it is the TrXL-I block.
+
+    ``gate_bias`` is b_g of every gate (None: the paper's default for the gate).
+    """
+
+    def __init__(
+        self, config: CommonSettings, attention: nn.Module, gate: str, gate_bias: float | None
+    ) -> None:
+        super().__init__()
+        self.norm_attention = nn.LayerNorm(config.d_model)
+        self.attention = attention
+        self.gate_attention = make_gate(gate, config.d_model, gate_bias)  # g_MHA
+        self.norm_mlp = nn.LayerNorm(config.d_model)
+        self.mlp = feed_forward(config)  # f
+        self.gate_mlp = make_gate(gate, config.d_model, gate_bias)  # g_MLP
+        self.dropout = nn.Dropout(config.dropout)
+
+    def attention_input(self, h: torch.Tensor) -> torch.Tensor:
+        # LayerNorm([StopGrad(M), E]) of eq. (10): memory and new steps are normalised alike
+        return self.norm_attention(h)
+
+    def forward(
+        self, h: torch.Tensor, y_bar: torch.Tensor, stats: dict[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """``h`` (B, T, D) block input E^(l-1); ``y_bar`` (B, T, D) the attention output
+        Y-bar = RelativeMultiHeadAttention(LayerNorm([SG(M), E])). Fills ``stats`` with the
+        mean activation of each gate when given."""
+        gate_means: list[torch.Tensor] | None = [] if stats is not None else None
+        # Y = g_MHA(E, ReLU(Y-bar))
+        y = self.gate_attention(h, F.relu(self.dropout(y_bar)), gate_means)
+        # E-bar = f(LayerNorm(Y))
+        e_bar = self.mlp(self.norm_mlp(y))
+        # E = g_MLP(Y, ReLU(E-bar))
+        out = self.gate_mlp(y, F.relu(self.dropout(e_bar)), gate_means)
+        if stats is not None:
+            assert gate_means is not None
+            stats["gate_attention"] = gate_means[0]
+            stats["gate_mlp"] = gate_means[1]
+        return out
+
+
+class PreNormBlock(nn.Module):
+    """Pre-LayerNorm block around any attention module.
+
+    With ``output_relu`` (default), the identity-map-reordered block of TrXL-I (eq. 10 with
+    the residual gate)::
+
+        Y = E + ReLU(MHA(LayerNorm(E)))
+        E' = Y + ReLU(MLP(LayerNorm(Y)))
+
+    without, the plain pre-LayerNorm block ``Y = E + MHA(LN(E))``, ``E' = Y + MLP(LN(Y))``.
+    """
+
+    def __init__(
+        self, config: CommonSettings, attention: nn.Module, *, output_relu: bool = True
+    ) -> None:
+        super().__init__()
+        self.norm_attention = nn.LayerNorm(config.d_model)
+        self.attention = attention
+        self.norm_mlp = nn.LayerNorm(config.d_model)
+        self.mlp = feed_forward(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self.activation = nn.ReLU() if output_relu else nn.Identity()
+
+    def attention_input(self, h: torch.Tensor) -> torch.Tensor:
+        return self.norm_attention(h)
+
+    def forward(
+        self, h: torch.Tensor, attended: torch.Tensor, stats: dict[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """``h`` (..., D) block input, ``attended`` (..., D) the attention output on LayerNorm(h)."""
+        # Y = E + ReLU(MHA(LayerNorm(E)))
+        y = h + self.activation(self.dropout(attended))
+        # E' = Y + ReLU(MLP(LayerNorm(Y)))
+        return y + self.activation(self.dropout(self.mlp(self.norm_mlp(y))))
