@@ -93,7 +93,7 @@ def test_memory_policies_embed_minigrid_codes_unscaled(policy: str, tmp_path) ->
     model.save(tmp_path / "model.zip")
     loaded = MemoryPPO.load(tmp_path / "model.zip")
     assert isinstance(loaded.policy.features_extractor, SymbolicGridExtractor)
-    action, state = model.predict(obs, deterministic=True)
+    action, _ = model.predict(obs, deterministic=True)
     loaded_action, _ = loaded.predict(obs, deterministic=True)
     assert action == loaded_action
 

@@ -16,6 +16,7 @@ from txrl import VMPO
 from .test_learning import BUDGET, success_rate, tmaze
 
 TINY = {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 4, "net_arch": [16]}
+SMALL = {"d_model": 32, "n_layers": 1, "n_heads": 2, "memory_length": 8, "net_arch": [32]}
 
 
 def small_env(n_envs: int = 2) -> DummyVecEnv:
@@ -91,13 +92,6 @@ def test_bad_target_period_is_named() -> None:
 
 
 def test_vmpo_gtrxl_solves_the_tmaze() -> None:
-    policy_kwargs = {
-        "d_model": 32,
-        "n_layers": 1,
-        "n_heads": 2,
-        "memory_length": 8,
-        "net_arch": [32],
-    }
     model = VMPO(
         "MlpGTrXLPolicy",
         tmaze(8, seed=0),
@@ -106,7 +100,7 @@ def test_vmpo_gtrxl_solves_the_tmaze() -> None:
         n_epochs=4,
         segment_length=16,
         learning_rate=1e-3,
-        policy_kwargs=policy_kwargs,
+        policy_kwargs=SMALL,
         seed=0,
     )
     model.learn(BUDGET)
@@ -158,13 +152,12 @@ def test_defaults_learn_a_passive_tmaze() -> None:
         env.seed(seed)
         return env
 
-    policy_kwargs = {"d_model": 32, "n_layers": 1, "n_heads": 2, "memory_length": 8, "net_arch": [32]}
     model = VMPO(
         "MlpGTrXLPolicy",
         passive_tmaze(8, seed=1),
         n_steps=64,
         batch_size=256,
-        policy_kwargs=policy_kwargs,
+        policy_kwargs=SMALL,
         seed=1,
     )
     model.learn(40_000)
