@@ -30,6 +30,7 @@ from torch import nn
 
 from txrl.nn.protocol import Backbone, BackboneOutput, make_backbone
 from txrl.nn.state import as_state
+from txrl.sb3.extractors import SymbolicGridExtractor, grid_convolutions, is_symbolic_grid
 
 BACKBONE_KEYS = (
     "n_layers",
@@ -59,15 +60,7 @@ class SmallCNN(BaseFeaturesExtractor):
         if min(height, width) > 16:
             self.cnn: nn.Module = NatureCNN(observation_space, features_dim, normalized_image)
             return
-        self.cnn = nn.Sequential(
-            nn.Conv2d(channels, 16, 2),
-            nn.ReLU(),
-            nn.Conv2d(16, 32, 2),
-            nn.ReLU(),
-            nn.Conv2d(32, 64, 2),
-            nn.ReLU(),
-            nn.Flatten(),
-        )
+        self.cnn = grid_convolutions(channels)
         with torch.no_grad():
             n_flat = self.cnn(torch.zeros(1, channels, height, width)).shape[1]
         self.cnn = nn.Sequential(self.cnn, nn.Linear(n_flat, features_dim), nn.ReLU())
@@ -157,6 +150,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             # tenth off the training pass (bench/throughput.py); safe for the cached keys
             # because learners call on_parameters_changed after each step
             kwargs["optimizer_kwargs"] = {"eps": 1e-5, "fused": True}
+        if is_symbolic_grid(observation_space) and kwargs.get("features_extractor_class") in (
+            None,
+            SmallCNN,
+        ):  # MiniGrid-style codes are categories, not pixels: embed them, unscaled
+            kwargs.update(features_extractor_class=SymbolicGridExtractor, normalize_images=False)
         self.backbone_name = backbone or self.default_backbone
         self.backbone_settings = {k: v for k, v in given.items() if v is not None} | dict(
             backbone_kwargs or {}

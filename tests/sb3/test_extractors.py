@@ -1,0 +1,111 @@
+"""SymbolicGridExtractor: MiniGrid's cell codes read as categories, and the policies choose it."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.preprocessing import preprocess_obs
+from stable_baselines3.common.torch_layers import FlattenExtractor
+
+import txrl.envs  # noqa: F401 - registers the tasks
+from txrl import MemoryPPO
+from txrl.sb3.extractors import SymbolicGridExtractor, is_symbolic_grid
+
+TINY = {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 4, "net_arch": [16]}
+
+
+def grid_space(shape: tuple[int, ...]) -> spaces.Box:
+    return spaces.Box(0, 255, shape, dtype=np.uint8)
+
+
+@pytest.mark.parametrize(
+    ("space", "expected"),
+    [
+        (grid_space((7, 7, 3)), True),  # MiniGrid's view, channel-last
+        (grid_space((3, 7, 7)), True),  # after SB3's VecTransposeImage
+        (grid_space((15, 15, 3)), True),
+        (grid_space((64, 64, 3)), False),  # a pixel image
+        (grid_space((7, 7, 4)), False),
+        (grid_space((49, 3)), False),
+        (spaces.Box(0.0, 255.0, (7, 7, 3), dtype=np.float32), False),
+        (spaces.Box(0, 10, (7, 7, 3), dtype=np.uint8), False),
+        (spaces.Discrete(4), False),
+    ],
+)
+def test_which_spaces_are_symbolic_grids(space: spaces.Space, expected: bool) -> None:
+    assert is_symbolic_grid(space) is expected
+
+
+def test_codes_are_categories_not_magnitudes() -> None:
+    torch.manual_seed(0)
+    extractor = SymbolicGridExtractor(grid_space((7, 7, 3)), features_dim=32)
+    codes = torch.zeros(1, 7, 7, 3)
+    key, ball = codes.clone(), codes.clone()
+    key[0, 3, 3, 0], ball[0, 3, 3, 0] = 5, 6  # one cell: key vs ball
+    # each code has its own embedding row, so neighbouring codes are not near each other
+    table = extractor.embedding.weight
+    assert not torch.allclose(table[5], table[6])
+    assert extractor(key).shape == (1, 32)
+    assert not torch.allclose(extractor(key), extractor(ball))
+    # channel 1 (colour) code 5 is a different row from channel 0 (object) code 5
+    colour = codes.clone()
+    colour[0, 3, 3, 1] = 5
+    assert not torch.allclose(extractor(key), extractor(colour))
+
+
+def test_channel_first_and_last_read_the_same_cells() -> None:
+    last = SymbolicGridExtractor(grid_space((7, 7, 3)), features_dim=8)
+    first = SymbolicGridExtractor(grid_space((3, 7, 7)), features_dim=8)
+    first.load_state_dict(last.state_dict())
+    codes = torch.randint(0, 11, (4, 7, 7, 3)).float()  # (B, H, W, C)
+    expected = last(codes)
+    assert torch.allclose(first(codes.permute(0, 3, 1, 2)), expected, atol=1e-6)
+    # float observations holding integers (as SB3 hands them over) are rounded, not truncated
+    assert torch.allclose(last(codes + 0.4), expected, atol=1e-6)
+    assert torch.allclose(last(codes - 0.4), expected, atol=1e-6)
+
+
+def test_bad_space_is_named() -> None:
+    with pytest.raises(ValueError, match=r"Box\(0, 255, uint8\) of shape \(H, W, 3\)"):
+        SymbolicGridExtractor(grid_space((64, 64, 3)))
+    with pytest.raises(ValueError, match="embedding_dim must be >= 1"):
+        SymbolicGridExtractor(grid_space((7, 7, 3)), embedding_dim=0)
+
+
+@pytest.mark.parametrize("policy", ["MlpGTrXLPolicy", "CnnGTrXLPolicy"])
+def test_memory_policies_embed_minigrid_codes_unscaled(policy: str, tmp_path) -> None:
+    env = gym.make("txrl/MiniGrid-MemoryS7-v0")
+    model = MemoryPPO(policy, env, n_steps=16, batch_size=16, segment_length=8, policy_kwargs=TINY)
+    assert isinstance(model.policy.features_extractor, SymbolicGridExtractor)
+    assert model.policy.normalize_images is False
+    obs, _ = env.reset(seed=0)
+    tensor, _ = model.policy.obs_to_tensor(obs)
+    # the extractor receives the integer codes themselves, not codes / 255
+    policy_space = model.policy.observation_space
+    seen = preprocess_obs(tensor, policy_space, normalize_images=model.policy.normalize_images)
+    assert obs.max() > 1 and float(seen.max()) == float(obs.max())
+    features = model.policy.extract_features(tensor, model.policy.features_extractor)
+    assert features.shape == (1, model.policy.features_dim)
+    model.learn(32)
+    model.save(tmp_path / "model.zip")
+    loaded = MemoryPPO.load(tmp_path / "model.zip")
+    assert isinstance(loaded.policy.features_extractor, SymbolicGridExtractor)
+    action, _ = model.predict(obs, deterministic=True)
+    loaded_action, _ = loaded.predict(obs, deterministic=True)
+    assert action == loaded_action
+
+
+def test_an_explicit_extractor_is_kept() -> None:
+    model = MemoryPPO(
+        "MlpGTrXLPolicy",
+        gym.make("txrl/MiniGrid-MemoryS7-v0"),
+        n_steps=16,
+        batch_size=16,
+        segment_length=8,
+        policy_kwargs={**TINY, "features_extractor_class": FlattenExtractor},
+    )
+    assert isinstance(model.policy.features_extractor, FlattenExtractor)
+    assert model.policy.normalize_images is True

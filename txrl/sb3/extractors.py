@@ -1,0 +1,121 @@
+"""Features extractors for symbolic grid observations (MiniGrid's compact views).
+
+MiniGrid (Chevalier-Boisvert et al. 2023) encodes each cell of the agent's view as three
+small integers: object type, colour and state. Its observation space is nevertheless declared
+as an 8-bit image, ``Box(0, 255, (7, 7, 3), uint8)``, so Stable-Baselines3 divides it by 255
+like pixels. The codes then reach the network as numbers in [0, 0.04]: a key (code 5) and a
+ball (code 6) differ by 0.004, and the value of a code says nothing about its meaning anyway.
+The memory tasks hinge on exactly that difference, and an agent fed the scaled codes learns
+to walk to the end of the hallway and then guesses (success 0.5).
+
+:class:`SymbolicGridExtractor` reads the codes as categories instead: each channel's code
+indexes its own learned embedding table, the embeddings of a cell are concatenated, and a
+small CNN reads the resulting (channels x embedding) feature map. This is what the strong
+MiniGrid agents do (the BabyAI baselines of Chevalier-Boisvert et al. 2019, "BabyAI: A
+Platform to Study the Sample Efficiency of Grounded Language Learning", ICLR, embed each
+cell's codes before their convolutions).
+
+Which spaces are symbolic grids: :func:`is_symbolic_grid`. A memory policy picks this
+extractor by itself for them (:class:`txrl.sb3.policies.MemoryActorCriticPolicy`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.preprocessing import is_image_space_channels_first
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+
+#: Largest side of a grid read as symbolic codes. MiniGrid views are odd-sized and small
+#: (7 by default); a pixel image this small is not a practical input (SB3's NatureCNN needs
+#: 36 pixels a side), so a uint8 grid up to this size is taken to hold codes.
+MAX_SYMBOLIC_SIDE = 15
+#: Codes per channel: every uint8 value has an embedding, so no code can be out of range.
+N_CODES = 256
+
+
+def is_symbolic_grid(space: spaces.Space) -> bool:
+    """Whether ``space`` looks like a MiniGrid-style symbolic view.
+
+    True for a ``Box(0, 255, uint8)`` of shape (H, W, 3) or (3, H, W) (channel-first, as after
+    SB3's ``VecTransposeImage``) whose sides are at most :data:`MAX_SYMBOLIC_SIDE`.
+    """
+    if not isinstance(space, spaces.Box) or space.dtype != np.uint8 or len(space.shape) != 3:
+        return False
+    if not (np.all(space.low == 0) and np.all(space.high == 255)):
+        return False
+    sides = space.shape[1:] if is_image_space_channels_first(space) else space.shape[:2]
+    channels = space.shape[0] if is_image_space_channels_first(space) else space.shape[2]
+    return channels == 3 and max(sides) <= MAX_SYMBOLIC_SIDE
+
+
+def grid_convolutions(in_channels: int) -> nn.Sequential:
+    """Three 2x2 convolutions (16, 32, 64 channels) with ReLUs, then flatten: (B, C, H, W) -> (B, F).
+
+    The trunk of the MiniGrid / BabyAI baselines for small grids; no pooling, a 7x7 view
+    leaves a 4x4 map.
+    """
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 16, 2),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 2),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 2),
+        nn.ReLU(),
+        nn.Flatten(),
+    )
+
+
+class SymbolicGridExtractor(BaseFeaturesExtractor):
+    """Embeds each cell's integer codes, then a small CNN: (B, H, W, C) codes -> (B, features_dim).
+
+    Args:
+        observation_space: a space for which :func:`is_symbolic_grid` holds, channel-last or
+            channel-first.
+        features_dim: width of the output.
+        embedding_dim: width of each channel's code embedding; a cell becomes
+            ``C * embedding_dim`` features.
+
+    The observations must arrive as the integer codes themselves: a policy that uses this
+    extractor has to be built with ``normalize_images=False`` (the memory policies do so when
+    they choose it). Codes are rounded, so float tensors holding integers are fine.
+    """
+
+    def __init__(
+        self, observation_space: spaces.Box, features_dim: int = 128, embedding_dim: int = 8
+    ) -> None:
+        if not is_symbolic_grid(observation_space):
+            raise ValueError(
+                "SymbolicGridExtractor needs a Box(0, 255, uint8) of shape (H, W, 3) or "
+                f"(3, H, W) with sides <= {MAX_SYMBOLIC_SIDE}, got {observation_space}"
+            )
+        if embedding_dim < 1 or features_dim < 1:
+            raise ValueError(
+                f"features_dim and embedding_dim must be >= 1, got {features_dim} and {embedding_dim}"
+            )
+        super().__init__(observation_space, features_dim)
+        self.channels_first = bool(is_image_space_channels_first(observation_space))
+        n_channels = 3
+        # One table holds every channel's codes; channel c's code k is row c * N_CODES + k.
+        self.embedding = nn.Embedding(n_channels * N_CODES, embedding_dim)
+        self.register_buffer(
+            "code_offsets", torch.arange(n_channels) * N_CODES, persistent=False
+        )  # (C,)
+        height, width = (
+            observation_space.shape[1:] if self.channels_first else observation_space.shape[:2]
+        )
+        self.cnn = grid_convolutions(n_channels * embedding_dim)
+        with torch.no_grad():
+            probe = torch.zeros(1, n_channels * embedding_dim, height, width)
+            n_flat = self.cnn(probe).shape[1]
+        self.linear = nn.Sequential(nn.Linear(n_flat, features_dim), nn.ReLU())
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        codes = observations.round().long()
+        if self.channels_first:
+            codes = codes.permute(0, 2, 3, 1)  # (B, C, H, W) -> (B, H, W, C)
+        cells = self.embedding(codes + self.code_offsets)  # (B, H, W, C, E)
+        cells = cells.flatten(3).permute(0, 3, 1, 2)  # (B, H, W, C * E) -> (B, C * E, H, W)
+        return self.linear(self.cnn(cells))  # (B, features_dim)
