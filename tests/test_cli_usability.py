@@ -259,10 +259,24 @@ def test_resumed_progress_bar_counts_the_whole_run(
 # ---------------------------------------------------------------------------- tensorboard
 
 
+def creation_order(path: Path) -> tuple[int, int]:
+    """Sort key of an event file ``events.out.tfevents.<seconds>.<host>.<pid>.<n>``: the
+    second it was opened, then the writer's counter in its process. Plain name order puts
+    ``...<pid>.10`` before ``...<pid>.9``, which two files opened in the same second by one
+    process (this test's two sessions) can have, depending on what ran before them."""
+    name = path.name
+    return int(name.split(".")[3]), int(name.rsplit(".", 1)[1])
+
+
+def test_event_files_are_read_in_creation_order() -> None:
+    same_second = [Path(f"events.out.tfevents.1700000000.host.name.42.{n}") for n in (10, 9)]
+    assert [p.name[-2:] for p in sorted(same_second, key=creation_order)] == [".9", "10"]
+
+
 def scalar_steps(tb_dir: Path) -> dict[str, list[int]]:
-    """Steps of every scalar tag, in the order TensorBoard reads the files."""
+    """Steps of every scalar tag, file by file in the order the files were written."""
     steps: dict[str, list[int]] = {}
-    for path in sorted(tb_dir.glob("events.out.tfevents.*")):
+    for path in sorted(tb_dir.glob("events.out.tfevents.*"), key=creation_order):
         for event in EventFileLoader(str(path)).Load():
             for value in event.summary.value:
                 steps.setdefault(value.tag, []).append(event.step)
