@@ -37,7 +37,7 @@ from .registration import (
     register_envs,
 )
 from .tmaze import TMazeEnv
-from .wrappers import EpisodeSuccessInfo, FreshInfo, PreviousActionReward
+from .wrappers import DiscreteActionSubset, EpisodeSuccessInfo, FreshInfo, PreviousActionReward
 
 register_envs()
 
@@ -52,6 +52,7 @@ __all__ = [
     "TMAZE_PASSIVE_ID",
     "TXRL_TASK_IDS",
     "DelayedRecallEnv",
+    "DiscreteActionSubset",
     "EnvFactory",
     "EpisodeSuccessInfo",
     "FreshInfo",

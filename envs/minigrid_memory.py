@@ -26,6 +26,10 @@ of the start room is in view (the agent may start in the hallway, facing away fr
 never see it), ``decision_step`` the observation on which the agent chose the move onto one
 of the two objects at the hallway's end.
 
+``actions=["left", "right", "forward"]`` (names of :class:`minigrid.core.actions.Actions`)
+keeps only those actions (:class:`~txrl.envs.wrappers.DiscreteActionSubset`); the task needs
+no others, the upstream task offers all 7 (pickup, drop, toggle and done change nothing here).
+
 Ids (registered by :func:`txrl.envs.register_envs`): ``txrl/MiniGrid-MemoryS7-v0``, ``S9``,
 ``S11``, ``S13``, ``S13Random``, ``S17Random``, one per upstream ``MiniGrid-Memory*-v0``.
 Extra kwargs (``max_steps``, ``render_mode``, ...) go to ``minigrid.envs.MemoryEnv``.
@@ -35,13 +39,14 @@ MiniGrid is imported when an env is made, not when ``txrl.envs`` is imported.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.wrappers import FilterObservation
 
-from .wrappers import EpisodeSuccessInfo
+from .wrappers import DiscreteActionSubset, EpisodeSuccessInfo
 
 #: txrl id -> upstream MiniGrid id.
 MINIGRID_MEMORY_IDS: dict[str, str] = {
@@ -105,12 +110,19 @@ class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, reward, terminated, truncated, info
 
 
-def make_minigrid_memory(upstream_id: str, with_direction: bool = False, **kwargs: Any) -> gym.Env:
+def make_minigrid_memory(
+    upstream_id: str,
+    with_direction: bool = False,
+    actions: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> gym.Env:
     """Build a MiniGrid Memory env with the compact observation described in the module doc.
 
     Args:
         upstream_id: one of the values of :data:`MINIGRID_MEMORY_IDS`.
         with_direction: also return the agent's heading (``Dict`` observation).
+        actions: names of MiniGrid actions to keep, in order (e.g. ``["left", "right",
+            "forward"]``); ``None``: all 7 upstream actions.
         **kwargs: forwarded to ``minigrid.envs.MemoryEnv`` (over the upstream id's kwargs).
     """
     valid = tuple(MINIGRID_MEMORY_IDS.values())
@@ -132,6 +144,13 @@ def make_minigrid_memory(upstream_id: str, with_direction: bool = False, **kwarg
     assert isinstance(spec.entry_point, str)
     env = load_env_creator(spec.entry_point)(**{**spec.kwargs, **kwargs})
     env = EpisodeSuccessInfo(MemoryStepsInfo(env), rule="positive_reward_on_termination")
+    if actions is not None:
+        from minigrid.core.actions import Actions
+
+        names = [a.name for a in Actions]
+        if isinstance(actions, str) or any(a not in names for a in actions):
+            raise ValueError(f"actions must be a list of MiniGrid action names {names}, got {actions!r}")
+        env = DiscreteActionSubset(env, [Actions[a].value for a in actions])
     if with_direction:
         return FilterObservation(env, filter_keys=["image", "direction"])
     return ImgObsWrapper(env)

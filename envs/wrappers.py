@@ -5,8 +5,10 @@
 * :class:`FreshInfo` gives every ``reset``/``step`` its own info arrays; some POPGym tasks
   (Morad et al. 2023) return the same mutable array on every call, which Gymnasium 1.x's
   ``check_env`` rejects and which silently rewrites infos a caller has stored.
+* :class:`DiscreteActionSubset` keeps some actions of a ``Discrete`` space (MiniGrid's Memory
+  tasks need only 3 of its 7).
 
-Both inherit :class:`gymnasium.utils.RecordConstructorArgs`, so ``env.spec`` records them
+All of them inherit :class:`gymnasium.utils.RecordConstructorArgs`, so ``env.spec`` records them
 and ``gymnasium.make(env.spec)`` can rebuild the env.
 """
 
@@ -108,6 +110,38 @@ class FreshInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, terminated, truncated, _fresh(info)
+
+
+class DiscreteActionSubset(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
+    """Expose only ``actions`` of a ``Discrete`` action space, as ``Discrete(len(actions))``.
+
+    Action ``i`` of the wrapped env is the inner env's ``actions[i]``. The agent explores
+    only the moves that matter (MiniGrid's Memory tasks need left, right and forward; its
+    pickup, drop, toggle and done are no-ops there), a choice of the task's recipe.
+
+    Args:
+        env: an env with a ``Discrete`` action space.
+        actions: distinct inner actions to keep, in the order the agent numbers them.
+    """
+
+    def __init__(self, env: gym.Env, actions: tuple[int, ...] | list[int]) -> None:
+        space = env.action_space
+        if not isinstance(space, gym.spaces.Discrete):
+            raise ValueError(f"DiscreteActionSubset needs a Discrete action space, got {space}")
+        valid = range(int(space.start), int(space.start + space.n))
+        kept = [int(a) for a in actions]
+        if not kept or len(set(kept)) != len(kept) or any(a not in valid for a in kept):
+            raise ValueError(
+                f"actions must be distinct actions of {space} (each in {valid.start}.."
+                f"{valid.stop - 1}), at least one, got {list(actions)!r}"
+            )
+        gym.utils.RecordConstructorArgs.__init__(self, actions=tuple(kept))
+        gym.ActionWrapper.__init__(self, env)
+        self.kept = tuple(kept)
+        self.action_space = gym.spaces.Discrete(len(kept))
+
+    def action(self, action: Any) -> int:
+        return self.kept[int(action)]
 
 
 def _action_size(space: gym.Space) -> int:

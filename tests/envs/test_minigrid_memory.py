@@ -89,7 +89,25 @@ def test_spec_recreates_the_same_stack() -> None:
     assert np.array_equal(env.reset(seed=3)[0], again.reset(seed=3)[0])
 
 
+def test_action_subset_keeps_named_actions_in_order() -> None:
+    full = gym.make("txrl/MiniGrid-MemoryS9-v0")
+    moves = gym.make("txrl/MiniGrid-MemoryS9-v0", actions=["forward", "left", "right"])
+    assert moves.action_space == gym.spaces.Discrete(3)
+    run_env_checkers(moves, allowed=[WRAPPED_ENV, SMALL_IMAGE])
+    # Action i of the subset is the i-th named upstream action: same trajectories.
+    full.reset(seed=4), moves.reset(seed=4)
+    for subset_action, upstream_action in [(1, LEFT), (0, FORWARD), (2, RIGHT), (0, FORWARD)]:
+        a, b = moves.step(subset_action), full.step(upstream_action)
+        assert np.array_equal(a[0], b[0]) and a[1:4] == b[1:4]
+    again = gym.make(moves.spec)
+    assert again.action_space == moves.action_space
+
+
 def test_bad_kwargs_raise() -> None:
+    with pytest.raises(ValueError, match=r"actions must be a list of MiniGrid action names .*'jump'"):
+        gym.make("txrl/MiniGrid-MemoryS7-v0", actions=["left", "jump"])
+    with pytest.raises(ValueError, match=r"actions must be distinct actions of Discrete\(7\)"):
+        gym.make("txrl/MiniGrid-MemoryS7-v0", actions=["left", "left"])
     with pytest.raises(ValueError, match=r"upstream_id must be one of .*'MiniGrid-Empty-5x5-v0'"):
         txrl.envs.make_minigrid_memory("MiniGrid-Empty-5x5-v0")
     with pytest.raises(ValueError, match=r"with_direction must be True or False, got 'yes'"):

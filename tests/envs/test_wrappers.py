@@ -37,3 +37,18 @@ def test_unsupported_action_space_is_named() -> None:
 
     with pytest.raises(ValueError, match="PreviousActionReward supports"):
         PreviousActionReward(TupleActions())
+
+
+def test_action_subset_maps_actions_and_rejects_bad_subsets() -> None:
+    env = txrl.envs.DiscreteActionSubset(gym.make("txrl/TMazePassive-v0", length=2), [0, 3])
+    assert env.action_space == gym.spaces.Discrete(2)
+    env.reset(seed=0, options={"goal": -1})
+    env.step(0), env.step(0)  # forward twice: the junction
+    *_, terminated, _, info = env.step(1)  # inner action 3: down
+    assert terminated and info["is_success"]
+    check_env(env.unwrapped)
+    with pytest.raises(ValueError, match=r"actions must be distinct actions of Discrete\(4\) \(each in 0..3\)"):
+        txrl.envs.DiscreteActionSubset(gym.make("txrl/TMazePassive-v0"), [0, 4])
+    box = gym.make("MountainCarContinuous-v0")
+    with pytest.raises(ValueError, match="needs a Discrete action space, got Box"):
+        txrl.envs.DiscreteActionSubset(box, [0])
