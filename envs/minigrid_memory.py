@@ -149,7 +149,9 @@ def make_minigrid_memory(
 
         names = [a.name for a in Actions]
         if isinstance(actions, str) or any(a not in names for a in actions):
-            raise ValueError(f"actions must be a list of MiniGrid action names {names}, got {actions!r}")
+            raise ValueError(
+                f"actions must be a list of MiniGrid action names {names}, got {actions!r}"
+            )
         env = DiscreteActionSubset(env, [Actions[a].value for a in actions])
     if with_direction:
         return FilterObservation(env, filter_keys=["image", "direction"])

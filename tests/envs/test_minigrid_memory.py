@@ -104,7 +104,9 @@ def test_action_subset_keeps_named_actions_in_order() -> None:
 
 
 def test_bad_kwargs_raise() -> None:
-    with pytest.raises(ValueError, match=r"actions must be a list of MiniGrid action names .*'jump'"):
+    with pytest.raises(
+        ValueError, match=r"actions must be a list of MiniGrid action names .*'jump'"
+    ):
         gym.make("txrl/MiniGrid-MemoryS7-v0", actions=["left", "jump"])
     with pytest.raises(ValueError, match=r"actions must be distinct actions of Discrete\(7\)"):
         gym.make("txrl/MiniGrid-MemoryS7-v0", actions=["left", "left"])

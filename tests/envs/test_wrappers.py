@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import txrl.envs  # noqa: F401
+import txrl.envs
 from txrl.envs import PreviousActionReward
 
 
@@ -47,7 +47,9 @@ def test_action_subset_maps_actions_and_rejects_bad_subsets() -> None:
     *_, terminated, _, info = env.step(1)  # inner action 3: down
     assert terminated and info["is_success"]
     check_env(env.unwrapped)
-    with pytest.raises(ValueError, match=r"actions must be distinct actions of Discrete\(4\) \(each in 0..3\)"):
+    with pytest.raises(
+        ValueError, match=r"actions must be distinct actions of Discrete\(4\) \(each in 0..3\)"
+    ):
         txrl.envs.DiscreteActionSubset(gym.make("txrl/TMazePassive-v0"), [0, 4])
     box = gym.make("MountainCarContinuous-v0")
     with pytest.raises(ValueError, match="needs a Discrete action space, got Box"):
