@@ -28,8 +28,14 @@ position is observed, so navigation is Markov and the cue is the only thing to r
 There is deliberately no time feature: with one, a memoryless agent could encode the cue
 in *when* it walks (e.g. wait one step for "down") and read it back at the junction.
 
-Reward: +1 for the correct turn, ``-wrong_turn_penalty`` (default 0) for the wrong one, and
-``-step_penalty`` (default 0) added on every step, the turning step included. An episode
+Reward: +1 for the correct turn, ``-wrong_turn_penalty`` (default 0) for the wrong one,
+``-step_penalty`` (default 0) added on every step, the turning step included, and
+``-corridor_penalty`` (default 0) on every step before the turn that does not move the agent
+forward. The last one is shaping for long corridors: a random walk (forward and backward
+equally likely) practically never covers a 100-cell corridor within ``max_steps``, so
+without it the turn's reward is never seen. It rewards walking, never the choice of arm,
+so the memory problem is unchanged; ``1 / length`` keeps an episode's total shaping within
+[-2, 0] (``max_steps`` is twice the optimal length) against the turn's +1. An episode
 that has not turned after ``max_steps`` steps is truncated (default: twice the optimal
 episode length, i.e. ``2 * (L + 1)`` passive and ``2 * (L + 3)`` active).
 
@@ -77,6 +83,8 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
             active T-maze); ``False``: cue in the first observation (passive).
         step_penalty: subtracted from the reward on every step (>= 0).
         wrong_turn_penalty: subtracted when the agent turns into the wrong arm (>= 0).
+        corridor_penalty: subtracted on every step that neither moves the agent forward nor
+            turns at the junction (>= 0); shaping for long corridors.
         max_steps: steps before truncation; must allow the optimal path. ``None``: twice
             the optimal episode length.
         render_mode: ``None``, ``"ansi"`` (text) or ``"rgb_array"`` (a small image; what
@@ -91,6 +99,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         active: bool = True,
         step_penalty: float = 0.0,
         wrong_turn_penalty: float = 0.0,
+        corridor_penalty: float = 0.0,
         max_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -98,6 +107,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         self.active = bool(check_choice("active", active, (True, False)))
         self.step_penalty = check_non_negative("step_penalty", step_penalty)
         self.wrong_turn_penalty = check_non_negative("wrong_turn_penalty", wrong_turn_penalty)
+        self.corridor_penalty = check_non_negative("corridor_penalty", corridor_penalty)
         # Passive: L forward moves + the turn. Active: one step back, L + 1 forward, the turn.
         self.optimal_steps = self.length + (3 if self.active else 1)
         if max_steps is None:
@@ -150,16 +160,20 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         length = self.length
         reward = -self.step_penalty
         terminated = False
-        if a == FORWARD:
-            if x < length:
-                x += 1
+        if a == FORWARD and x < length:
+            x += 1
+        elif a == FORWARD:
+            reward -= self.corridor_penalty  # forward into the junction's wall
         elif a == BACKWARD:
+            reward -= self.corridor_penalty
             if x > self._x_min:
                 x -= 1
         elif a in (UP, DOWN):
             if x == length:
                 terminated = True
                 self._turned = 1 if a == UP else -1
+            else:
+                reward -= self.corridor_penalty
         else:
             raise ValueError(f"action must be one of 0, 1, 2, 3 (Discrete(4)), got {action!r}")
         self._x = x

@@ -117,6 +117,18 @@ def test_observations_rewards_and_penalties() -> None:
     assert terminated and info["is_success"] is True and reward == pytest.approx(1 - 0.01)
 
 
+def test_corridor_penalty_charges_every_step_that_does_not_advance() -> None:
+    env = TMazeEnv(length=2, active=True, corridor_penalty=0.1)
+    env.reset(options={"goal": -1})
+    moves = (BACKWARD, BACKWARD, UP, FORWARD, FORWARD, FORWARD, FORWARD)
+    rewards = [env.step(a)[1] for a in moves]
+    # back (to the oracle), back (wall), up (no-op), forward x3 to the junction, then
+    # forward into the junction's wall.
+    assert rewards == pytest.approx([-0.1, -0.1, -0.1, 0.0, 0.0, 0.0, -0.1])
+    _, reward, terminated, _, info = env.step(DOWN)
+    assert terminated and info["is_success"] and reward == 1.0  # the turn is never charged
+
+
 def test_returned_observations_are_not_aliased() -> None:
     env = TMazeEnv(length=3, active=False)
     first, _ = env.reset(options={"goal": 1})
@@ -184,6 +196,7 @@ BAD_KWARGS: list[tuple[dict[str, Any], str]] = [
     ({"step_penalty": -0.1}, "step_penalty"),
     ({"step_penalty": math.nan}, "step_penalty"),
     ({"wrong_turn_penalty": -1}, "wrong_turn_penalty"),
+    ({"corridor_penalty": -0.01}, "corridor_penalty"),
     ({"length": 10, "max_steps": 5}, "max_steps"),
     ({"render_mode": "video"}, "render_mode"),
 ]
