@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 import torch
 import yaml
@@ -19,6 +20,7 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 from tests._runs import TINY, crash_after
 from txrl import MemoryPPO, cli
 from txrl.config import load_train_config, resolve
+from txrl.envs import TMazeEnv
 from txrl.train import (
     CHECKPOINT_DIR,
     EVAL_LOG,
@@ -96,6 +98,40 @@ def test_resume_with_no_readable_checkpoint_changes_nothing(
     err = capsys.readouterr().err
     assert "final.zip is not a readable txrl checkpoint" in err and "nothing was changed" in err
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
+
+class OverflowingTMaze(TMazeEnv):
+    """A passive T-maze whose rewards become 1e30 after its 20th step: finite data whose
+    squared value error overflows float32, so the learner's update turns non-finite."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(active=False, **kwargs)
+        self.steps = 0
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.steps += 1
+        return obs, (1e30 if self.steps > 20 else reward), terminated, truncated, info
+
+
+def test_a_non_finite_update_stops_the_run_and_keeps_the_last_good_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env_id = "tests/OverflowingTMaze-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=OverflowingTMaze)
+    config = write_config(tmp_path / "run.yaml", env={**TINY["env"], "id": env_id})
+    run_dir = tmp_path / "run"
+    # 2 envs x 16 steps a rollout: the first update is good (checkpoint at 32), the second
+    # rollout reaches the overflowing rewards.
+    assert cli.main(["train", str(config), "--run-dir", str(run_dir)]) == 1
+    err = capsys.readouterr().err
+    assert "training stopped" in err and "non-finite training update" in err
+    good = run_dir / CHECKPOINT_DIR / "step_000000032.zip"
+    assert f"the newest checkpoint, {good}, holds the weights of the last good update" in err
+    assert checkpoint_steps(run_dir) == ["step_000000032.zip"]  # none written after it
+    model = MemoryPPO.load(good)
+    assert all(torch.isfinite(p).all() for p in model.policy.parameters())
 
 
 # ---------------------------------------------------------------------------- demo

@@ -29,3 +29,8 @@ class ConfigError(ValueError):
 
 class RunError(RuntimeError):
     """A run directory cannot be used as asked (exists, missing, finished, ...)."""
+
+
+class TrainingDiverged(RunError):
+    """Training stopped at an update whose loss or gradient was not finite. The update was
+    not applied and nothing was saved from it: the run's newest checkpoint is still good."""

@@ -590,8 +590,8 @@ def inspect_run(
     ``episode_<i>_attention.png``, ``episode_<i>_traces.png``, ``episode_<i>.npz`` (the data
     behind them), ``summary.png`` and ``summary.json``, and with ``video`` ``episode_<i>.mp4``.
     """
-    from txrl.evaluate import load_checkpoint_model, make_checkpoint_eval_env, resolve_checkpoint
     from txrl.checkpoint import atomic_write, read_checkpoint_config
+    from txrl.evaluate import load_checkpoint_model, make_checkpoint_eval_env, resolve_checkpoint
 
     if episodes < 1:
         raise InspectError(f"episodes must be >= 1, got {episodes}")

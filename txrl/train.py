@@ -92,7 +92,7 @@ from txrl.config import (
     read_run_config,
     resolve,
 )
-from txrl.errors import RunError
+from txrl.errors import RunError, TrainingDiverged
 from txrl.evaluate import EvalResult, evaluate
 from txrl.run_envs import (
     EVAL_SEED_OFFSET,
@@ -533,7 +533,19 @@ def train(
     (:func:`txrl.config.resolve`); nothing is written when they fail.
     """
     config = resolve(config)
-    return recipe(config)(config, run_dir, resume=resume)
+    run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config)
+    try:
+        return recipe(config)(config, run_dir, resume=resume)
+    except FloatingPointError as e:
+        # Raised by the learners before ``optimizer.step()``: no weight changed and no
+        # checkpoint was written from the bad update, so the newest one is the last good state.
+        newest = latest_checkpoint(run_dir)
+        kept = (
+            f"the newest checkpoint, {newest}, holds the weights of the last good update"
+            if newest is not None
+            else "no checkpoint had been written yet"
+        )
+        raise TrainingDiverged(f"training stopped in {run_dir}: {e}\n{kept}") from e
 
 
 __all__ = [
@@ -548,6 +560,7 @@ __all__ = [
     "Run",
     "RunError",
     "TrainResult",
+    "TrainingDiverged",
     "default_run_dir",
     "is_finished",
     "latest_checkpoint",
