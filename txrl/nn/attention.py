@@ -63,6 +63,14 @@ def rel_shift(scores: torch.Tensor) -> torch.Tensor:
     return padded[..., 1:, :].reshape(*lead, t, k)  # drop the first row -> (..., T, K)
 
 
+class RingPlan(NamedTuple):
+    """What every layer of one acting step over a ring memory shares (K = M + 1 keys: the M
+    slots in ring order, then the step itself)."""
+
+    key_index: torch.Tensor  # (B, 1, K) long, each key's place in the distances M .. 0
+    mask: torch.Tensor  # (B, 1, K) float, 0 where the key may be attended to, -inf elsewhere
+
+
 class AttentionStats(NamedTuple):
     """Diagnostics of one attention call, averaged over batch, heads and queries."""
 
@@ -174,10 +182,36 @@ class RelativeMultiHeadAttention(ParameterCache):
         build = lambda: self.position_keys(n_keys).permute(1, 2, 0).contiguous()  # noqa: E731
         return self.cached("position_keys_by_head", n_keys, (weight,), build)
 
-    def _query_key_value_weight(self) -> torch.Tensor:
-        """[W_q; W_kE; W_v] (3D, D): the new step's query, key and value in one product."""
-        weights = (self.query.weight, self.key_value.weight)
-        return self.cached("qkv", 0, weights, lambda: torch.cat(weights))
+    def _ring_weights(self, n_keys: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Weight (3D + H K, D) and bias (3D + H K) of one product giving an acting step's
+        scaled ``(q + u) / sqrt(E)``, its key ``W_kE z``, its value ``W_v z`` and its scaled
+        positional scores ``(q + v)^T W_kR R_d / sqrt(E)`` for the K distances K-1 .. 0.
+
+        Terms (b) + (d) are linear in z: ``(W_q z + v)^T P_d = z^T (W_q^T P_d) + v^T P_d``
+        per head, with ``P_d = W_kR R_d``, so their (H K, D) matrix and bias are built once
+        from the weights and reused while they keep their versions.
+        """
+        weights = (
+            self.query.weight,
+            self.key_value.weight,
+            self.position_key.weight,
+            self.content_bias,
+            self.position_bias,
+        )
+
+        def build() -> tuple[torch.Tensor, torch.Tensor]:
+            scale = 1.0 / math.sqrt(self.head_dim)
+            w_q = self.query.weight  # (D, D), rows grouped by head
+            position = self.position_keys(n_keys)  # (K, H, E)
+            by_head = w_q.view(self.n_heads, self.head_dim, self.d_model)  # (H, E, D)
+            w_position = torch.einsum("khe,hed->hkd", position, by_head).flatten(0, 1)  # (H K, D)
+            b_position = torch.einsum("khe,he->hk", position, self.position_bias).flatten()
+            weight = torch.cat((w_q * scale, self.key_value.weight, w_position * scale))
+            zeros = torch.zeros(2 * self.d_model, dtype=w_q.dtype, device=w_q.device)
+            bias = torch.cat((self.content_bias.flatten() * scale, zeros, b_position * scale))
+            return weight, bias
+
+        return self.cached("ring_weights", n_keys, weights, build)
 
     def over_memory(
         self,
@@ -222,7 +256,7 @@ class RelativeMultiHeadAttention(ParameterCache):
             and not (self.training and self.dropout)
         ):
             q = self.query(h)  # (B, 1, D)
-            out = self._one_step(q, memory_keys, memory_values, keys, values, allowed[:, 0], None)
+            out = self._one_step(q, memory_keys, memory_values, keys, values, allowed[:, 0])
             return out, None
         out, weights = relative_attention(
             self,
@@ -245,21 +279,39 @@ class RelativeMultiHeadAttention(ParameterCache):
         z: torch.Tensor,
         memory_keys: torch.Tensor,
         memory_values: torch.Tensor,
-        allowed: torch.Tensor,
-        slot_index: torch.Tensor,
+        plan: RingPlan,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One acting step over a memory kept as a ring buffer (slots in any order).
 
-        ``z`` (B, 1, D) the step's attention input; ``memory_keys``/``memory_values``
-        (B, M, D) the cached ones in ring order; ``allowed`` (B, M+1) bool, the slots then the
-        step itself; ``slot_index`` (B, M) long, each slot's place in the distances M .. 0 of
-        :meth:`position_keys` (M - its distance from the step). The step's query, key and
-        value come from one product. Returns the output (B, 1, D) and the step's key and
-        value (B, 1, D) for the memory.
+        ``z`` (B, D) the step's attention input; ``memory_keys``/``memory_values`` (B, M, D)
+        the cached ones in ring order; ``plan`` the step's key order and mask, the same for
+        every layer (:class:`RingPlan`). The scores are those of :func:`relative_attention`:
+        (a) + (c) as ``(q + u) k^T`` over the memory in place and over the step's own key,
+        (b) + (d) from :meth:`_ring_weights`'s product, read per slot by distance. Returns
+        the output (B, D) and the step's key and value (B, D) for the memory.
         """
-        q, key, value = F.linear(z, self._query_key_value_weight()).chunk(3, dim=-1)
-        out = self._one_step(q, memory_keys, memory_values, key, value, allowed, slot_index)
-        return out, key, value
+        b, m, d = memory_keys.shape
+        hd, e = self.n_heads, self.head_dim
+        weight, bias = self._ring_weights(m + 1)
+        fused = F.linear(z, weight, bias)  # (B, 3D + H K)
+        qu, key, value = fused[:, :d], fused[:, d : 2 * d], fused[:, 2 * d : 3 * d]  # (B, D)
+        by_distance = fused[:, 3 * d :].view(b, hd, m + 1)  # (B, H, K), distances M .. 0
+        # (b) + (d) of each slot, read at its distance, plus the mask (-inf where not allowed)
+        position = (
+            by_distance.gather(2, plan.key_index.expand(b, hd, m + 1)) + plan.mask
+        )  # (B, H, K)
+        # (a) + (c) over the memory: the (B, H, D) block-diagonal (q + u) against the
+        # (B, M, D) keys read in place, one batched product
+        qu_by_head = qu.view(b, 1, d) * self.head_of_feature.T  # (B, H, D)
+        memory_scores = torch.baddbmm(position[..., :m], qu_by_head, memory_keys.transpose(1, 2))
+        own_score = (qu * key).view(b, hd, e).sum(-1, keepdim=True) + position[..., m:]  # (B, H, 1)
+        weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
+        # sum_j w_j v_j per head: every head's weights against all D features, then the
+        # features of its own head (the diagonal blocks) kept
+        by_head = torch.bmm(weights[..., :m], memory_values).view(b, hd, hd, e)  # (B, H, H, E)
+        own_head = by_head.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (B, H, E)
+        attended = own_head + weights[..., m:] * value.view(b, hd, e)  # (B, H, E)
+        return F.linear(attended.view(b, d), self.out.weight, self.out.bias), key, value
 
     def _one_step(
         self,
@@ -269,12 +321,11 @@ class RelativeMultiHeadAttention(ParameterCache):
         key: torch.Tensor,
         value: torch.Tensor,
         allowed: torch.Tensor,
-        slot_index: torch.Tensor | None,
     ) -> torch.Tensor:
-        """Acting (T = 1): the scores of :func:`relative_attention` for the query ``q``
-        (B, 1, D), attending to memory (B, M, D) and self (B, 1, D) in two parts instead of
-        concatenating an (M+1)-long key tensor. ``allowed`` (B, M+1); ``slot_index`` as in
-        :meth:`ring_step`, or None when the slots are oldest first (distances M .. 1)."""
+        """One step (T = 1) over slots oldest first (distances M .. 1): the scores of
+        :func:`relative_attention` for the query ``q`` (B, 1, D), attending to memory
+        (B, M, D) and self (B, 1, D) in two parts instead of concatenating an (M+1)-long key
+        tensor. ``allowed`` (B, M+1)."""
         b, m = memory_keys.shape[:2]
         hd, e = self.n_heads, self.head_dim
         scale = 1.0 / math.sqrt(e)
@@ -283,16 +334,11 @@ class RelativeMultiHeadAttention(ParameterCache):
         qv = q + self.position_bias  # for (b) + (d): (q + v) (W_kR R)^T
         # (b) + (d) against distances M .. 0, one batched product per head
         by_distance = torch.bmm(qv.transpose(0, 1), self._position_keys_by_head(m + 1))  # (H, B, K)
-        by_distance = by_distance.transpose(0, 1)  # (B, H, K)
-        if slot_index is None:
-            position_scores = by_distance
-        else:
-            memory_position = by_distance.gather(2, slot_index[:, None, :].expand(b, hd, m))
-            position_scores = torch.cat((memory_position, by_distance[..., m:]), dim=2)
+        position_scores = by_distance.transpose(0, 1)  # (B, H, K)
         # (a) + (c) over the memory: k_j . (q + u) per head as one product with the
-        # block-diagonal (D, H) matrix of (q + u), so the (B, M, D) memory is read in place
-        qu_by_head = qu.reshape(b, self.d_model, 1) * self.head_of_feature  # (B, D, H)
-        memory_content = torch.bmm(memory_keys, qu_by_head).transpose(1, 2)  # (B, H, M)
+        # block-diagonal (H, D) matrix of (q + u), so the (B, M, D) memory is read in place
+        qu_by_head = qu.reshape(b, 1, self.d_model) * self.head_of_feature.T  # (B, H, D)
+        memory_content = torch.bmm(qu_by_head, memory_keys.transpose(1, 2))  # (B, H, M)
         self_content = (qu * key.view(b, hd, e)).sum(-1, keepdim=True)  # (B, H, 1)
         content = torch.cat((memory_content, self_content), dim=2)  # (B, H, K)
         scores = ((content + position_scores) * scale).masked_fill(~allowed[:, None], float("-inf"))

@@ -11,10 +11,12 @@ optimizers write weights without bumping their versions).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
+
+T = TypeVar("T")
 
 
 class ParameterCache(nn.Module):
@@ -22,16 +24,16 @@ class ParameterCache(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self._cache: dict[tuple[Any, ...], torch.Tensor] = {}
+        self._cache: dict[tuple[Any, ...], Any] = {}
 
     def clear_parameter_cache(self) -> None:
         """Forget what was derived from the parameters; call after changing them."""
         self._cache.clear()
 
     def cached(
-        self, name: str, n: int, weights: tuple[torch.Tensor, ...], build: Callable[[], torch.Tensor]
-    ) -> torch.Tensor:
-        """``build()``, reused while gradients are off and ``weights`` keep their versions;
+        self, name: str, n: int, weights: tuple[torch.Tensor, ...], build: Callable[[], T]
+    ) -> T:
+        """``build()`` (a tensor or a tuple of them), reused while gradients are off and ``weights`` keep their versions;
         ``n`` tells apart entries of one ``name`` built for different sizes."""
         if torch.is_grad_enabled():
             return build()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 GATE_NAMES = ("input", "output", "highway", "sigtanh", "gru", "residual")
@@ -143,12 +144,20 @@ class GRUGate(Gate):
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
     ) -> torch.Tensor:
-        wy_rz, wy_g = self.w_rzg(y).split((2 * x.shape[-1], x.shape[-1]), dim=-1)
-        r, z = torch.sigmoid(wy_rz + self.u_rz(x)).chunk(2, dim=-1)
-        h_hat = torch.tanh(wy_g + self.u_g(r * x))
+        """``x``, ``y`` (..., D), computed on (N, D) rows with each product's sum folded
+        into it (``addmm``); the output is ``lerp(x, h_hat, z)`` = (1 - z) x + z h_hat."""
+        d = x.shape[-1]
+        x2, y2 = x.reshape(-1, d), y.reshape(-1, d)  # (..., D) -> (N, D)
+        wy = F.linear(y2, self.w_rzg.weight)  # (N, 3D): [W_r y; W_z y; W_g y]
+        # r, z = sigma(W_r y + U_r x), sigma(W_z y + U_z x - b_g)
+        pre_rz = torch.addmm(self.u_rz.bias, x2, self.u_rz.weight.T) + wy[:, : 2 * d]  # (N, 2D)
+        r, z = torch.sigmoid(pre_rz).chunk(2, dim=-1)
+        # h_hat = tanh(W_g y + U_g (r * x))
+        h_hat = torch.tanh(torch.addmm(wy[:, 2 * d :], r * x2, self.u_g.weight.T))
         if stats is not None:
             stats.append(z.detach().mean())
-        return (1.0 - z) * x + z * h_hat
+        # g(x, y) = (1 - z) * x + z * h_hat
+        return torch.lerp(x2, h_hat, z).view(x.shape)
 
 
 _GATES: dict[str, Callable[[int, float], Gate]] = {

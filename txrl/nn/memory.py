@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from txrl.nn.attention import RingPlan
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
 
@@ -142,7 +144,12 @@ class LayerMemoryBackbone(Backbone):
     # ------------------------------------------------------------------ acting on the ring
 
     def step(
-        self, x: torch.Tensor, state: MemoryState, episode_starts: torch.Tensor, *, trace: bool = False
+        self,
+        x: torch.Tensor,
+        state: MemoryState,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool = False,
     ) -> BackboneOutput:
         """One acting step; without gradients it writes the step into ``state``'s ring in
         place (O(L D) bytes written, nothing of size M copied) and returns that state.
@@ -169,53 +176,66 @@ class LayerMemoryBackbone(Backbone):
     ) -> BackboneOutput:
         """The layer loop of :meth:`run` for one step over the ring: the same attention
         (:meth:`~txrl.nn.attention.RelativeMultiHeadAttention.ring_step`), with each slot's
-        relative distance read from the write position instead of the slot's index."""
-        m = self.memory_length
+        relative distance read from the write position instead of the slot's index. The
+        step runs on (B, D) rows; blocks are position-wise, so they take them as they are."""
         start = episode_starts[0]  # (B,)
-        h = self.embed(x[0])[:, None]  # (1, B, I) -> (B, 1, D)
-        # the slots of this episode, then the step itself, which is always attended to
-        allowed = torch.cat(
-            (state.valid & ~start[:, None], torch.ones_like(state.valid[:, :1])), dim=1
-        )  # (B, M+1)
-        # slot j is (position - j - 1) mod M + 1 steps back; its place in distances M .. 0
-        slots = torch.arange(m, device=x.device)
-        slot_index = m - 1 - (state.position[:, None] - 1 - slots).remainder(m)  # (B, M)
+        h = self.embed(x[0])  # (B, I) -> (B, D)
+        plan = self._ring_plan(state, start, h.dtype)
         inputs, keys, values = [], [], []
         for layer, block in enumerate(self.blocks):
             inputs.append(h)
             attended, key, value = block.attention.ring_step(
-                block.attention_input(h),
-                state.keys[:, layer],
-                state.values[:, layer],
-                allowed,
-                slot_index,
+                block.attention_input(h), state.keys[:, layer], state.values[:, layer], plan
             )
             keys.append(key)
             values.append(value)
             h = block(h, attended)
-        new_state = self._write_ring(state, inputs, keys, values, start)
-        step_trace = self.trace_of(inputs) if trace else None
-        return BackboneOutput(h.transpose(0, 1), new_state, step_trace, self.aux_losses(), {})
+        hidden = torch.stack(inputs, dim=1)  # L x (B, D) -> (B, L, D)
+        new_state = self._write_ring(
+            state, hidden, torch.stack(keys, dim=1), torch.stack(values, dim=1), start
+        )
+        step_trace = self.trace_type(hidden=hidden[None]) if trace else None  # (1, B, L, D)
+        return BackboneOutput(h[None], new_state, step_trace, self.aux_losses(), {})
+
+    def _ring_plan(self, state: MemoryState, start: torch.Tensor, dtype: torch.dtype) -> RingPlan:
+        """Key order and mask of one acting step, shared by the layers: slot j is
+        ``(position - j - 1) mod M + 1`` steps back, so its place in the distances M .. 0
+        is ``(j - position) mod M``; the step itself is last, at distance 0, always allowed.
+        Slots of an earlier episode (or any, when this step starts one) are masked."""
+        m = self.memory_length
+        slots = torch.arange(m, device=start.device)
+        slot_index = (slots - state.position[:, None]).remainder_(m)  # (B, M)
+        key_index = F.pad(slot_index, (0, 1), value=m)[:, None]  # (B, 1, M+1)
+        keep = state.valid & ~start[:, None]  # (B, M)
+        mask = torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(
+            ~keep, float("-inf")
+        )
+        return RingPlan(key_index, F.pad(mask, (0, 1))[:, None])  # (B, 1, M+1) each
 
     def _write_ring(
         self,
         state: MemoryState,
-        inputs: Sequence[torch.Tensor],
-        keys: Sequence[torch.Tensor],
-        values: Sequence[torch.Tensor],
+        hidden: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
         start: torch.Tensor,
     ) -> MemoryState:
-        """Write one step's layer inputs, keys and values (B, 1, D) over the oldest slot of
+        """Write one step's layer inputs, keys and values (B, L, D) over the oldest slot of
         ``state``, in place (on a copy when ``state`` was made under ``torch.inference_mode``
         and this step is not, since torch forbids writing such tensors outside it)."""
         if state.hidden.is_inference() and not torch.is_inference_mode_enabled():
             state = type(state)(*(field.clone() for field in state))
-        envs = torch.arange(start.shape[0], device=start.device)
-        slot = state.position
-        for field, new in ((state.hidden, inputs), (state.keys, keys), (state.values, values)):
-            field[envs, :, slot] = torch.cat(new, dim=1).detach()  # (B, L, D) into slot
+        b, depth, m, d = state.hidden.shape
+        # row (b, l, position[b]) of each (B * L * M, D) field, b-major like (B, L) rows
+        offsets = (
+            torch.arange(b, device=start.device)[:, None] * (depth * m)
+            + torch.arange(depth, device=start.device) * m
+        )  # (B, L)
+        rows = (offsets + state.position[:, None]).flatten()  # (B * L,)
+        for field, new in ((state.hidden, hidden), (state.keys, keys), (state.values, values)):
+            field.view(b * depth * m, d).index_copy_(0, rows, new.detach().reshape(b * depth, d))
         state.valid.logical_and_(~start[:, None])  # a new episode forgets the old one
-        state.valid[envs, slot] = True
+        state.valid.scatter_(1, state.position[:, None], True)
         state.step.masked_fill_(start, 0).add_(1)
         state.position.add_(1).remainder_(self.memory_length)
         return state
@@ -260,7 +280,11 @@ class LayerMemoryBackbone(Backbone):
         return self.state_type(*memory, *counters, valid)
 
     def state_at(
-        self, initial: MemoryState, trace: MemoryTrace, episode_starts: torch.Tensor, t: torch.Tensor
+        self,
+        initial: MemoryState,
+        trace: MemoryTrace,
+        episode_starts: torch.Tensor,
+        t: torch.Tensor,
     ) -> MemoryState:
         """The memory before step ``t[b]``, rebuilt from the trace, and its episode time (one
         past that of step t-1, the carried-in one at t = 0).
