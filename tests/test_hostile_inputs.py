@@ -186,6 +186,13 @@ CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
         lambda c: predict_with(c, lambda s: tuple(a[:1] for a in s)),
         ["holds 1 envs but the observation batch has 2"],
     ),
+    (
+        "episode_start of the wrong length",
+        lambda c: (
+            lambda model, obs: lambda: model.predict(obs, episode_start=np.zeros(3, dtype=bool))
+        )(c.model(), tmaze_env().reset()),
+        ["episode_start has 3 entries", "observation batch has 2", "one flag per observation"],
+    ),
     # ---- a model and an env that do not fit
     (
         "load into a mismatched env",

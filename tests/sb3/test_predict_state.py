@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -40,3 +41,27 @@ def test_tensor_state_and_array_state_give_the_same_actions() -> None:
                 assert torch.equal(a, b)
         assert all(isinstance(field, torch.Tensor) for field in live)
         obs, _, starts, _ = env.step(act_live)
+
+
+def test_a_state_or_episode_start_for_another_batch_size_is_named() -> None:
+    env = DummyVecEnv([lambda: Monitor(gym.make("txrl/TMazePassive-v0", length=4))] * 2)
+    model = MemoryPPO(
+        "MlpGTrXLPolicy",
+        env,
+        n_steps=8,
+        batch_size=16,
+        segment_length=4,
+        policy_kwargs={"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 3},
+        seed=0,
+    )
+    obs = env.reset()
+    _, live = model.predict(obs, episode_start=np.ones(2, dtype=bool))
+    three = np.concatenate((obs, obs[:1]))  # a batch of 3 observations
+    with pytest.raises(ValueError, match="state holds 2 envs but the observation batch has 3"):
+        model.predict(three, state=live, episode_start=np.zeros(3, dtype=bool))
+    with pytest.raises(ValueError, match="holds 2 envs but the observation batch has 3"):
+        model.predict(three, state=type(live)(*live), episode_start=np.zeros(3, dtype=bool))
+    with pytest.raises(ValueError, match=r"episode_start has 3 entries \(shape \(3,\)\) but"):
+        model.predict(obs, state=live, episode_start=np.zeros(3, dtype=bool))
+    # the live state still works after the refused calls
+    model.predict(obs, state=live, episode_start=np.zeros(2, dtype=bool))

@@ -317,30 +317,20 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         device), which SB3's ``evaluate_policy`` passes back unchanged, so a step copies no
         memory to numpy and back; the next call advances it in place. A tuple of arrays of
         the same fields (e.g. ``txrl.nn.state.state_to_numpy`` of a state, saved and loaded)
-        is accepted too.
+        is accepted too. Only the actor runs (no value, no log-probability), and a vector
+        observation batch or a discrete action goes the short way round SB3's generic
+        conversions, with the same results.
         """
-        self.set_training_mode(False)
-        obs, vectorized = self.obs_to_tensor(observation)
+        if self.training:
+            self.set_training_mode(False)
+        obs, vectorized = self._observation_tensor(observation)
         n_envs = next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
-        if state is None:
-            memory = self.initial_state(n_envs)
-        else:
-            memory = as_state(self._state_template(n_envs), state, self.device)
-        if episode_start is None:
-            starts = torch.zeros(n_envs, dtype=torch.bool, device=self.device)
-        else:
-            starts = (
-                torch.as_tensor(np.asarray(episode_start), device=self.device)
-                .reshape(n_envs)
-                .bool()
-            )
+        memory = self._predict_state(state, n_envs)
+        starts = self._episode_start_tensor(episode_start, n_envs)
         with torch.inference_mode():
-            # the actor only: predict needs neither values nor log-probs
             latent, out = self._memory_output(obs, memory, starts[None], acting=True)
-            distribution = self._get_action_dist_from_latent(
-                self.mlp_extractor.forward_actor(latent)
-            )
-            actions = distribution.get_actions(deterministic=deterministic)
+            actions = self._actor_actions(latent, deterministic)
+        self._last_predicted_state = out.state
         actions_np = actions.cpu().numpy().reshape((-1, *self.action_space.shape))  # type: ignore[misc]
         if isinstance(self.action_space, spaces.Box):
             if self.squash_output:
@@ -350,6 +340,62 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         if not vectorized:
             actions_np = actions_np.squeeze(axis=0)
         return actions_np, out.state
+
+    def _observation_tensor(self, observation: Any) -> tuple[PyTorchObs, bool]:
+        """SB3's ``obs_to_tensor``; a batch (B, *shape) of a non-image Box space becomes a
+        tensor directly (no copy, no transposition check: nothing to transpose)."""
+        space = self.observation_space
+        if (
+            isinstance(observation, np.ndarray)
+            and isinstance(space, spaces.Box)
+            and observation.shape[1:] == space.shape
+            and not is_image_space(space)
+        ):
+            return torch.as_tensor(observation, device=self.device), True
+        return self.obs_to_tensor(observation)
+
+    def _predict_state(self, state: Any, n_envs: int) -> Any:
+        """The memory ``predict`` steps from: a fresh one for ``state=None``; the state the
+        last call returned as it is (only its batch size checked); anything else checked
+        field by field against an empty state (:func:`txrl.nn.state.as_state`)."""
+        if state is None:
+            return self.initial_state(n_envs)
+        if state is getattr(self, "_last_predicted_state", None):
+            held = state[0].shape[0]
+            if held != n_envs:
+                raise ValueError(
+                    f"state holds {held} envs but the observation batch has {n_envs}: pass "
+                    "the state returned for the same number of observations"
+                )
+            return state
+        return as_state(self._state_template(n_envs), state, self.device)
+
+    def _episode_start_tensor(self, episode_start: Any, n_envs: int) -> torch.Tensor:
+        """``episode_start`` as a (B,) bool tensor, all False when None; any other number of
+        flags than observations is a ValueError naming both."""
+        if episode_start is None:
+            return torch.zeros(n_envs, dtype=torch.bool, device=self.device)
+        flags = np.asarray(episode_start)
+        if flags.size != n_envs:
+            raise ValueError(
+                f"episode_start has {flags.size} entries (shape {flags.shape}) but the "
+                f"observation batch has {n_envs}: pass one flag per observation"
+            )
+        return torch.as_tensor(flags.reshape(n_envs), device=self.device).bool()
+
+    def _actor_actions(self, latent: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """Actions from the backbone's output (X, D) through the actor alone. A discrete
+        action is the argmax or a draw (``torch.multinomial``, as ``Categorical.sample``)
+        from the logits' softmax without building a distribution; other spaces go through
+        SB3's distributions."""
+        latent_pi = self.mlp_extractor.forward_actor(latent)
+        if isinstance(self.action_space, spaces.Discrete):
+            logits = self.action_net(latent_pi)  # (X, n)
+            if deterministic:
+                return logits.argmax(dim=-1)
+            return torch.multinomial(logits.softmax(dim=-1), 1, True)[:, 0]
+        distribution = self._get_action_dist_from_latent(latent_pi)
+        return distribution.get_actions(deterministic=deterministic)
 
     def _state_template(self, n_envs: int) -> Any:
         """An empty state of ``n_envs`` envs, kept to check the states given to ``predict``."""
