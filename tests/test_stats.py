@@ -87,3 +87,36 @@ def test_bad_metric_pairs_and_too_few_shared_variants_are_named():
         stats.probability_of_improvement(scores, [("gru", "lstm")], reps=10)
     with pytest.raises(ValueError, match="at least 3 variants"):
         stats.kendall_tau(scores, PARISOTTO, reps=10)
+
+
+def test_variants_may_have_different_numbers_of_runs():
+    scores = {"gru": [0.9, 1.0, 1.0], "output": [0.6, 0.7], "trxl_i": [0.3, 0.4, 0.5, 0.2]}
+    scores |= {"input": [0.1], "trxl": [0.0, 0.05]}
+    tau = stats.kendall_tau(scores, PARISOTTO, reps=200)
+    assert (tau.value, tau.low, tau.high) == pytest.approx((1.0, 1.0, 1.0))  # every resample
+    poi = stats.probability_of_improvement(scores, [("gru", "output"), ("output", "gru")], reps=200)
+    gru_output = poi[("gru", "output")]
+    assert (gru_output.value, gru_output.low, gru_output.high) == pytest.approx((1.0, 1.0, 1.0))
+    assert poi[("output", "gru")].value == pytest.approx(0.0)
+
+
+def test_kendall_tau_point_counts_concordant_pairs_by_hand():
+    # Reference gru > output > trxl_i > input > trxl; ours swaps output and trxl_i and puts
+    # trxl above input: 10 pairs, 2 discordant, tau = (8 - 2) / 10.
+    ours = {"gru": 5.0, "output": 3.0, "trxl_i": 4.0, "input": 1.0, "trxl": 2.0}
+    tau = stats.kendall_tau({k: [v, v] for k, v in ours.items()}, PARISOTTO, reps=50)
+    assert tau.value == pytest.approx(0.6)
+
+
+def test_curve_intervals_band_the_pointwise_aggregate():
+    rng = np.random.default_rng(0)
+    curves = np.cumsum(rng.random((5, 12)), axis=1)  # (R, T)
+    (point, band), (iqm_point, _) = (
+        stats.curve_intervals({"a": curves}, reps=200)["a"],
+        stats.curve_intervals({"a": curves}, "iqm", reps=200)["a"],
+    )
+    assert np.allclose(point, curves.mean(axis=0))
+    assert np.allclose(iqm_point, scipy_stats.trim_mean(curves, 0.25, axis=0))
+    assert band.shape == (2, 12) and np.all(band[0] <= point) and np.all(point <= band[1])
+    with pytest.raises(ValueError, match="mean or iqm"):
+        stats.curve_intervals({"a": curves}, "median")

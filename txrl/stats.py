@@ -8,22 +8,30 @@ for interval estimates instead of point estimates when only a handful of runs ex
   replacement within each task, so each task keeps its number of runs;
 - the probability of improvement P(X > Y), the Mann–Whitney U statistic averaged over
   tasks, with its own stratified-bootstrap interval;
-- performance profiles: the fraction of runs whose score exceeds τ, for a grid of τ.
+- performance profiles: the fraction of runs whose score exceeds τ, for a grid of τ;
+- pointwise intervals of a learning curve (the paper's sample-efficiency curves).
 
 The estimators and the bootstrap are `rliable`'s (the paper's own library); this module only
 fixes the conventions txrl uses (shapes, seeded resampling, one call per question) and adds
 the rank correlation of a ranking against a reference ranking (Kendall's τ, with a CI from
 the same stratified bootstrap over runs).
 
+Runs of different variants are not paired (seed 3 of one model has nothing to do with seed 3
+of another), so wherever two or more variants enter one statistic (probability of
+improvement, τ) each variant's runs are resampled on their own, with rliable's
+``StratifiedBootstrap``; variants may then have different numbers of runs.
+
 Legend: R runs (seeds) of one variant, K tasks. A score matrix is (R, K), higher is better,
 and scores of different tasks should be on one scale (success rates, or normalised returns).
 
-rliable 1.2 imports ``arch``, whose 7.x releases (the ones rliable accepts) do not import
+Everything here needs rliable (and its scipy); importing the module needs neither, so
+callers can ask :func:`available` and fall back. rliable 1.2 imports ``arch``, whose 7.x releases (the ones rliable accepts) do not import
 under pandas 3: install the ``stats`` extra, which pins the working pair.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -31,10 +39,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 __all__ = [
     "Interval",
+    "curve_intervals",
     "interval_estimates",
     "kendall_tau",
     "performance_profiles",
@@ -51,6 +59,16 @@ class Interval:
     value: float
     low: float
     high: float
+
+
+@functools.cache
+def available() -> str | None:
+    """``None`` when rliable imports, else the reason and how to install it (asked once)."""
+    try:
+        _rliable()
+    except ImportError as exc:
+        return str(exc)
+    return None
 
 
 def _rliable() -> tuple[Any, Any]:
@@ -159,27 +177,25 @@ def probability_of_improvement(
 ) -> dict[tuple[str, str], Interval]:
     """P(X > Y) for each (X, Y) pair: the chance that a run of X beats a run of Y on a task.
 
-    0.5 means no difference; the interval comes from resampling both sides' runs per task.
+    0.5 means no difference; the interval comes from resampling each side's runs per task,
+    independently (the sides may have different numbers of runs).
     """
-    library, metrics = _rliable()
+    _, metrics = _rliable()
     matrices = _as_matrices(scores)
     unknown = sorted({n for pair in pairs for n in pair} - set(matrices))
     if unknown:
         raise ValueError(f"unknown variants {unknown}; valid: {sorted(matrices)}")
-    paired = {f"{x}\t{y}": (matrices[x], matrices[y]) for x, y in pairs}
-    with _seeded(seed):
-        points, intervals = library.get_interval_estimates(
-            paired,
-            metrics.probability_of_improvement,
-            reps=reps,
-            confidence_interval_size=confidence,
-        )
     out: dict[tuple[str, str], Interval] = {}
     for x, y in pairs:
-        key = f"{x}\t{y}"
-        point = float(np.asarray(points[key]).reshape(-1)[0])
-        interval = np.asarray(intervals[key]).reshape(-1)
-        out[(x, y)] = Interval(point, float(interval[0]), float(interval[-1]))
+        point = float(metrics.probability_of_improvement(matrices[x], matrices[y]))
+        with _seeded(seed):
+            draws = np.array(
+                [
+                    metrics.probability_of_improvement(bx, by)
+                    for bx, by in _independent_draws([matrices[x], matrices[y]], reps)
+                ]
+            )
+        out[(x, y)] = Interval(point, *_percentile(draws, confidence))
     return out
 
 
@@ -224,11 +240,13 @@ def kendall_tau(
     """Kendall's τ between the ranking of ``scores`` by ``metric`` and a reference ranking.
 
     Only variants present in both are ranked (at least three). The interval resamples each
-    variant's runs within each task (rliable's stratified bootstrap), recomputes every
-    variant's aggregate and τ: it says how firmly our seeds pin down our own ranking, not
-    how uncertain the reference is.
+    variant's runs within each task (rliable's stratified bootstrap, each variant on its
+    own), recomputes every variant's aggregate and τ (τ-b, scipy's, so ties count): it
+    says how firmly our seeds pin down our own ranking, not how uncertain the reference is.
     """
-    library, _ = _rliable()
+    _rliable()
+    from scipy import stats as scipy_stats  # a dependency of rliable, not of txrl
+
     matrices = _as_matrices(scores)
     names = [n for n in reference if n in matrices]
     if len(names) < 3:
@@ -245,9 +263,73 @@ def kendall_tau(
     arrays = [matrices[n] for n in names]
     point = tau(*arrays)
     with _seeded(seed):
-        bootstrap = library.StratifiedBootstrap(*arrays)
-        draws = np.array([tau(*pos) for pos, _ in bootstrap.bootstrap(reps)])
+        draws = np.array([tau(*drawn) for drawn in _independent_draws(arrays, reps)])
     draws = draws[np.isfinite(draws)]  # a draw with all ties has no defined τ
+    return Interval(point, *_percentile(draws, confidence))
+
+
+def curve_intervals(
+    curves: Mapping[str, Any],
+    metric: str = "mean",
+    *,
+    reps: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Pointwise aggregate of learning curves with stratified-bootstrap bands.
+
+    ``curves`` maps a variant to its (R, T) or (R, K, T) scores at T common evaluation
+    points; each point is aggregated over runs and tasks (``mean`` or ``iqm``) as in the
+    sample-efficiency curves of Agarwal et al. 2021 (Fig. 8). Returns, per variant, the
+    (T,) curve and its (2, T) band (lower, upper).
+    """
+    library, _ = _rliable()
+    from scipy import stats as scipy_stats  # a dependency of rliable, not of txrl
+
+    if metric not in ("mean", "iqm"):
+        raise ValueError(f"curve_intervals aggregates by mean or iqm, got {metric!r}")
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name, value in curves.items():
+        array = np.asarray(value, dtype=np.float64)
+        if array.ndim == 2:
+            array = array[:, None, :]  # (R, T) -> (R, 1, T): one task
+        if array.ndim != 3 or array.shape[0] == 0 or not np.isfinite(array).all():
+            raise ValueError(
+                f"curves[{name!r}] has shape {np.shape(value)} or non-finite values; "
+                "expected finite (runs, T) or (runs, tasks, T)"
+            )
+        steps = array.shape[-1]
+
+        def aggregate(x: np.ndarray, steps: int = steps) -> np.ndarray:
+            flat = x.reshape(-1, steps)  # (R * K, T)
+            if metric == "mean":
+                return flat.mean(axis=0)
+            return np.asarray(scipy_stats.trim_mean(flat, 0.25, axis=0))
+
+        with _seeded(seed):
+            points, bands = library.get_interval_estimates(
+                {name: array}, aggregate, reps=reps, confidence_interval_size=confidence
+            )
+        out[name] = (np.asarray(points[name]), np.asarray(bands[name]).reshape(2, steps))
+    return out
+
+
+def _independent_draws(arrays: Sequence[np.ndarray], reps: int) -> Iterator[list[np.ndarray]]:
+    """``reps`` bootstrap draws of every array at once, each resampled on its own.
+
+    Each array's runs are resampled within each task by rliable's ``StratifiedBootstrap``;
+    draws come from numpy's global RNG (seed it with :func:`_seeded`).
+    """
+    library, _ = _rliable()
+    streams = [library.StratifiedBootstrap(a).bootstrap(reps) for a in arrays]
+    for drawn in zip(*streams, strict=True):
+        yield [pos[0] for pos, _ in drawn]
+
+
+def _percentile(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap ``draws`` (NaN when there are none)."""
+    if draws.size == 0:
+        return (float("nan"), float("nan"))
     alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(draws, [alpha, 1.0 - alpha]) if draws.size else (np.nan, np.nan)
-    return Interval(point, float(low), float(high))
+    low, high = np.quantile(draws, [alpha, 1.0 - alpha])
+    return (float(low), float(high))
