@@ -149,11 +149,13 @@ def test_load_train_config_applies_overrides_and_names_the_run(tmp_path: Path) -
         "compare_algos.yaml",
         "popgym.yaml",
         "compare_tiny.yaml",
+        "study_gates.yaml",
+        "study_gate_bias.yaml",
     ],
 )
 def test_shipped_configs_are_valid(name: str) -> None:
     path = ROOT / "configs" / name
-    if not name.startswith(("compare_", "popgym")):
+    if not name.startswith(("compare_", "popgym", "study_")):
         load_train_config(path)
     else:
         assert load_compare_config(path).variants()
@@ -183,6 +185,9 @@ def test_grid_expansion() -> None:
     assert variants[0].config.budget == 64
 
 
+GATES = {"memory": {g: {"policy.gate": g} for g in ("gru", "output", "input")}}
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -200,11 +205,66 @@ def test_grid_expansion() -> None:
         ({"seeds": [1, 1]}, "seeds must not repeat"),
         ({"seeds": []}, "seeds must be a non-empty list"),
         ({"metric": "reward"}, "metric must be one of 'success_rate', 'mean_return'"),
+        (
+            {"axes": GATES, "reference": {"scroes": {"gru": 1.0}}},
+            "unknown key reference.scroes (did you mean 'scores'?); "
+            "valid keys of reference: name, scores, axis, pairs",
+        ),
+        (
+            {"axes": GATES, "reference": {"scores": {"gru": 3, "output": 2, "GRU": 1}}},
+            "reference.scores names 'GRU', not labels of axis memory; valid: gru, output, input",
+        ),
+        (
+            {"axes": GATES, "reference": {"scores": {"gru": 3, "output": 2}}},
+            "reference.scores must score at least 3 labels of axis memory",
+        ),
+        (
+            {"axes": GATES, "reference": {"scores": {"gru": "high"}}},
+            "reference.scores.gru must be a number, got 'high'",
+        ),
+        (
+            {"axes": GATES, "reference": {"scores": {"gru": 1}, "pairs": "all"}},
+            "reference.pairs must be one of 'adjacent', 'best'",
+        ),
+        (
+            {"axes": GATES, "reference": {"axis": "task", "scores": {"gru": 1}}},
+            "reference.axis must name an axis other than panels (memory), got 'task'",
+        ),
+        (
+            {"axes": {**GATES, "ppo.gamma": [0.9, 0.99]}, "reference": {"scores": {"gru": 1}}},
+            "reference.axis must name the axis whose labels reference.scores names "
+            "(axes besides panels: memory, ppo.gamma)",
+        ),
+        (
+            {
+                "axes": {**GATES, "ppo.gamma": [0.9, 0.99]},
+                "reference": {"axis": "memory", "scores": {"gru": 1}},
+            },
+            "reference: the grid also varies ppo.gamma",
+        ),
     ],
 )
 def test_bad_compare_configs(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=_escape(message)):
         from_mapping(CompareConfig, data).variants()
+
+
+def test_reference_block_names_labels_of_one_axis() -> None:
+    config = from_mapping(
+        CompareConfig,
+        {
+            "axes": {**GATES, "task": {"a": {"env.kwargs": {"length": 3}}}},
+            "panels": "task",
+            "reference": {
+                "name": "Table 1",
+                "scores": {"gru": 117.6, "output": "112.8", "input": 51},
+            },
+        },
+    )
+    assert len(config.variants()) == 3
+    assert config.reference.scores == {"gru": 117.6, "output": 112.8, "input": 51.0}
+    assert config.reference.resolved_axis(list(config.axes), config.panels) == "memory"
+    assert from_mapping(CompareConfig, {"reference": None}).reference.scores == {}
 
 
 def test_compare_base_may_be_a_path(tmp_path: Path) -> None:

@@ -30,6 +30,56 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class ReferenceConfig:
+    """Published scores to rank a grid's variants against (e.g. Parisotto et al. 2019, Table 1).
+
+    With ``scores`` given, results.md compares our ranking of the labels of ``axis`` (by the
+    IQM of the final metric) with the reference's: Kendall's τ with its bootstrap CI and
+    the probability of improvement between pairs (Agarwal et al. 2021). Labels without a
+    reference score are listed and left out of τ. YAML::
+
+        reference:
+          name: Parisotto et al. 2019, Table 1 (DMLab-30, human-normalised)
+          axis: memory
+          scores: {gru: 117.6, output: 112.8, residual: 107.0, lstm: 99.3}
+    """
+
+    name: str | None = None
+    """Where the scores come from (a citation), shown in results.md."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Label of ``axis`` -> reference score, higher is better; empty: no reference section."""
+    axis: str | None = None
+    """Axis whose labels ``scores`` names; ``null``: the one axis other than ``panels``."""
+    pairs: Literal["adjacent", "best"] = "adjacent"
+    """Probability-of-improvement pairs: neighbours in the reference order (``adjacent``), or
+    the reference's best label against each other one (``best``)."""
+
+    def resolved_axis(self, axes: Sequence[str], panels: str | None) -> str:
+        """The axis the scores name, checked against the grid; raises ConfigError."""
+        others = [a for a in axes if a != panels]
+        if self.axis is None:
+            if len(others) != 1:
+                raise ConfigError(
+                    "reference.axis must name the axis whose labels reference.scores names "
+                    f"(axes besides panels: {', '.join(others) or 'none'})"
+                )
+            return others[0]
+        if self.axis not in others:
+            raise ConfigError(
+                f"reference.axis must name an axis other than panels ({', '.join(others) or 'none'}), "
+                f"got {self.axis!r}"
+            )
+        if len(others) != 1:
+            rest = [a for a in others if a != self.axis]
+            raise ConfigError(
+                f"reference: the grid also varies {', '.join(rest)}; the ranking compares the "
+                "labels of one axis (per panel), so a grid with a reference may have only "
+                "reference.axis and panels"
+            )
+        return self.axis
+
+
+@dataclass(frozen=True)
 class CompareConfig:
     """A grid of training variants (product of the axes) times seeds, and how to summarise it.
 
@@ -46,6 +96,9 @@ class CompareConfig:
         metric: success_rate          # success_rate | mean_return: what results.md ranks
         threshold: 0.9                # steps-to-threshold uses the first evaluation >= this
         panels: task                  # one learning-curve panel per label of this axis
+        reference:                    # optional: published scores to rank against
+          name: Parisotto et al. 2019, Table 1
+          scores: {gru: 117.6, input: 51.2}
     """
 
     name: str | None = None
@@ -64,6 +117,10 @@ class CompareConfig:
     """Axis whose labels get one learning-curve panel each; ``null``: one panel."""
     workers: PositiveInt | None = None
     """Runs in parallel; ``null``: the number of CPU cores."""
+    reference: ReferenceConfig = field(default_factory=ReferenceConfig)
+    """Published scores of the labels of one axis; results.md then ranks against them."""
+    bootstrap_reps: PositiveInt = 2000
+    """Resamples of every stratified-bootstrap interval in the summaries."""
 
     def variants(self) -> list[Variant]:
         """Every cell of the grid, each checked as a training config (seed 0)."""
@@ -78,6 +135,8 @@ class CompareConfig:
         cells: list[list[tuple[str, str, dict[str, Any]]]] = []
         for axis, spec in self.axes.items():
             cells.append(_axis_cells(axis, spec))
+        if self.reference.scores:
+            self._check_reference(dict(zip(self.axes, cells, strict=True)))
         variants, problems = [], []
         for combo in itertools.product(*cells):
             data = deep_copy(self.base)
@@ -109,6 +168,21 @@ class CompareConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"two variants share a name; labels must be unique per axis: {names}")
         return variants
+
+    def _check_reference(self, cells: dict[str, list[tuple[str, str, dict[str, Any]]]]) -> None:
+        axis = self.reference.resolved_axis(list(self.axes), self.panels)
+        labels = [label for _, label, _ in cells[axis]]
+        unknown = [key for key in self.reference.scores if key not in labels]
+        if unknown:
+            raise ConfigError(
+                f"reference.scores names {', '.join(map(repr, unknown))}, not labels of axis "
+                f"{axis}; valid: {', '.join(labels)}"
+            )
+        if len(self.reference.scores) < 3:
+            raise ConfigError(
+                f"reference.scores must score at least 3 labels of axis {axis} "
+                f"(Kendall's tau needs 3), got {len(self.reference.scores)}"
+            )
 
 
 def _axis_cells(axis: str, spec: Any) -> list[tuple[str, str, dict[str, Any]]]:
