@@ -170,3 +170,160 @@ def test_interpolated_curves_cover_common_steps() -> None:
     assert list(t) == [0, 50, 100, 150]  # up to the shorter run's end
     assert np.allclose(mean, [0.0, 0.375, 0.625, 0.875])
     assert np.all(lo <= mean) and np.all(mean <= hi)
+
+
+PARISOTTO = {"gru": 117.6, "output": 112.8, "highway": 90.9, "input": 51.2}
+
+
+def _gate_grid(tmp_path: Path, axes: dict, **extra: object) -> Path:
+    """A compare config over GTrXL gates on the tiny T-maze (nothing is trained)."""
+    data = {
+        "name": "gates",
+        "base": {
+            "algo": "ppo",
+            "budget": 128,
+            "env": {"id": "txrl/TMazePassive-v0", "kwargs": {"length": 3}, "n_envs": 2},
+            "policy": {"backbone": "gtrxl", "d_model": 16, "n_layers": 1, "n_heads": 2},
+            "ppo": {"n_steps": 16, "batch_size": 32, "segment_length": 8, "n_epochs": 1},
+        },
+        "axes": axes,
+        "bootstrap_reps": 200,
+        **extra,
+    }
+    path = tmp_path / "gates.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _gates(*names: str) -> dict:
+    return {"memory": {name: {"policy.gate": name} for name in names}}
+
+
+def test_ranking_against_a_reference(tmp_path: Path) -> None:
+    reference = {"name": "Parisotto et al. 2019, Table 1", "scores": PARISOTTO}
+    path = _gate_grid(
+        tmp_path,
+        _gates("gru", "output", "highway", "input", "sigtanh"),
+        seeds=[0, 1, 2, 3],
+        reference=reference,
+    )
+    config = load_compare_config(path)
+    out = tmp_path / "out"
+    specs = plan(config, out)
+    finals = {
+        "gru": [0.9, 1.0, 1.0, 1.0],  # IQM 1.0
+        "output": [0.2, 0.3, 0.4, 0.85],  # IQM 0.35 (mean 0.4375)
+        "highway": [0.5, 0.6, 0.7, 0.8],  # IQM 0.65
+        "input": [0.0, 0.1, 0.1, 0.2],  # IQM 0.1
+        "sigtanh": [0.8, 0.8, 0.8, 0.8],  # not in the reference
+    }
+    for spec in specs:
+        fake_run(
+            Path(spec.run_dir), spec.config, [(0, 0.0), (128, finals[spec.variant][spec.seed])]
+        )
+    summarise(config, specs, out)
+
+    rows = {r["variant"]: r for r in read_csv(out / "results.csv")}
+    assert float(rows["output"]["iqm"]) == pytest.approx(0.35)
+    assert float(rows["output"]["mean"]) == pytest.approx(0.4375)
+    # Reference gru > output > highway > input; ours gru > highway > output > input: of the
+    # 6 pairs only (output, highway) is discordant, tau = (5 - 1) / 6.
+    table = (out / "results.md").read_text()
+    assert "## Ranking against Parisotto et al. 2019, Table 1" in table
+    assert "| memory | reference | reference rank | IQM | 95% CI | our rank |" in table
+    assert "| gru | 117.6 | 1 | 1.000 |" in table
+    assert "| output | 112.8 | 2 | 0.350 |" in table and table.index("| output |") < table.index(
+        "| highway | 90.9 | 3 | 0.650 |"
+    )
+    assert "| sigtanh | – | – | 0.800 |" in table
+    assert "left out of tau (no reference score or no finished runs): sigtanh." in table
+    assert "Kendall's tau (our IQM against the reference, 4 labels): 0.667, 95% CI [" in table
+    # P(X > Y): gru beats output always; output's 0.85 beats all 4 runs of highway (4/16).
+    assert "| gru | output | 1.000 |" in table
+    assert "| output | highway | 0.250 |" in table
+    assert "| highway | input | 1.000 |" in table
+    assert (out / "ranking.png").read_bytes()[:4] == PNG_MAGIC
+
+
+def test_reference_best_pairs_and_ranking_without_enough_labels_finished(tmp_path: Path) -> None:
+    reference = {"scores": PARISOTTO, "pairs": "best"}
+    path = _gate_grid(tmp_path, _gates(*PARISOTTO), seeds=[0, 1], reference=reference)
+    config = load_compare_config(path)
+    specs = plan(config, tmp_path / "out")
+    for spec in specs:
+        done = spec.variant in ("gru", "output")
+        fake_run(Path(spec.run_dir), spec.config, [(0, 0.0), (128, 0.5)], finished=done)
+    summarise(config, specs, tmp_path / "out")
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "## Ranking against the reference" in table
+    assert "Kendall's tau: – (needs 3 labels" in table
+    assert "| gru | output | 0.500 |" in table  # the best against the other finished one
+    assert "left out of tau (no reference score or no finished runs): highway, input." in table
+
+
+def test_panels_get_their_own_tables_and_an_aggregate_over_tasks(tmp_path: Path) -> None:
+    tasks = {"a": {"env.kwargs": {"length": 3}}, "b": {"env.kwargs": {"length": 4}}}
+    path = _gate_grid(
+        tmp_path,
+        {**_gates("gru", "output", "input"), "task": tasks},
+        seeds=[0, 1],
+        panels="task",
+        metric="mean_return",
+        reference={"scores": {k: PARISOTTO[k] for k in ("gru", "output", "input")}},
+    )
+    config = load_compare_config(path)
+    out = tmp_path / "out"
+    specs = plan(config, out)
+    success = {  # fake_run logs mean_return = 2 * success
+        ("gru", "a"): [1.0, 0.5],
+        ("input", "a"): [0.0, 0.25],
+        ("output", "a"): [0.5, 0.5],
+        ("gru", "b"): [0.5, 0.5],
+        ("input", "b"): [0.25, 0.0],
+        ("output", "b"): [0.25, 0.25],
+    }
+    for spec in specs:
+        labels = dict(spec.labels)
+        s = success[(labels["memory"], labels["task"])][spec.seed]
+        fake_run(Path(spec.run_dir), spec.config, [(0, 0.0), (128, s)])
+    summarise(config, specs, out)
+
+    table = (out / "results.md").read_text()
+    for title in ("## task: a", "## task: b", "## All tasks", "### Ranking against"):
+        assert title in table
+    assert "| memory | seeds | mean | IQM | 95% CI | steps to 0.9 | mean return |" in table
+    assert table.count("### Ranking against the reference") == 3  # each task, and all tasks
+    # Min-max per task over all its runs: task a returns span [0, 2], task b [0, 1]. gru's
+    # normalised scores are {1, 0.5} on a and {1, 1} on b: IQM of (0.5, 1, 1, 1) is 1;
+    # input's (0, 0.25) and (0.5, 0): IQM of (0, 0, 0.25, 0.5) is 0.125; output's all 0.5.
+    aggregate = {r["memory"]: r for r in read_csv(out / "aggregate.csv")}
+    assert float(aggregate["gru"]["iqm"]) == pytest.approx(1.0)
+    assert float(aggregate["input"]["iqm"]) == pytest.approx(0.125)
+    assert float(aggregate["output"]["iqm"]) == pytest.approx(0.5)
+    assert aggregate["gru"]["runs"] == "2" and aggregate["gru"]["panels"] == "2"
+    assert "min-max normalised" in table
+    assert table.count("Kendall's tau (our IQM against the reference, 3 labels): 1.000") == 3
+
+
+def test_summaries_without_rliable_fall_back_and_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from txrl import stats
+
+    monkeypatch.setattr(stats, "available", lambda: "txrl.stats needs rliable")
+    path = _gate_grid(tmp_path, _gates(*PARISOTTO), seeds=[0, 1], reference={"scores": PARISOTTO})
+    config = load_compare_config(path)
+    specs = plan(config, tmp_path / "out")
+    for spec in specs:
+        fake_run(Path(spec.run_dir), spec.config, [(0, 0.0), (128, 0.1 * (spec.seed + 1))])
+    lines: list[str] = []
+    summarise(config, specs, tmp_path / "out", lines.append)
+    assert "percentile bootstrap" in lines[0]
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert (
+        "percentile bootstrap of the IQM (txrl.evaluate), because txrl.stats needs rliable" in table
+    )
+    assert "| gru | 2 | 0.150 | 0.150 | [0.100, 0.200] |" in table
+    assert (
+        "Kendall's tau and the probabilities of improvement: –, txrl.stats needs rliable." in table
+    )

@@ -17,17 +17,28 @@ Both write the same layout::
       compare.yaml                    the resolved compare config
       runs/<variant>/seed_<s>/        one run directory each (see txrl.train)
       runs.csv                        one row per run: final metric, steps to threshold
-      results.csv, results.md         one row per variant: mean, IQM and bootstrap 95% CI across
+      results.csv                     one row per variant: mean, IQM and its 95% CI across
                                       seeds of the final metric, median steps to the threshold
+      results.md                      the same as tables (one per panel), the aggregate over
+                                      panels, the ranking against the reference
+      aggregate.csv                   with panels: each label combination over all panels
       curves.png                      learning curves (mean over seeds, 95% bootstrap band)
-      final.png                       final metric per variant (mean, CI, each seed)
+      final.png                       final metric per variant (IQM, CI, each seed)
+      ranking.png                     with a reference: our IQM against the reference score
       ray/                            Ray Tune's own experiment state (ray backend only)
+
+Statistics follow Agarwal et al. 2021 through :mod:`txrl.stats` (rliable): IQM over seeds
+with stratified-bootstrap 95% CIs, probabilities of improvement, and Kendall's tau between
+our ranking and a reference one (``reference:`` in the config, e.g. the gating ablation of
+Parisotto et al. 2019, Table 1). Without rliable (the ``stats`` extra) the IQM's CI comes
+from :func:`txrl.evaluate.bootstrap_ci` and results.md says what is missing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import itertools
 import math
 import multiprocessing
 import os
@@ -35,13 +46,14 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
+from txrl import stats
 from txrl.config import (
     CONFIG_FILE,
     CompareConfig,
@@ -52,6 +64,7 @@ from txrl.config import (
     to_plain,
 )
 from txrl.evaluate import bootstrap_ci, iqm
+from txrl.stats import Interval
 from txrl.train import EVAL_LOG, is_finished, latest_checkpoint, read_eval_log
 
 TRAIN_LOG = "train.log"
@@ -311,19 +324,52 @@ def read_run(spec: RunSpec, metric: str, threshold: float) -> RunRecord:
     )
 
 
+NO_ESTIMATE = Interval(math.nan, math.nan, math.nan)
+
+
+def estimate(scores: np.ndarray, reps: int = 2000) -> Interval:
+    """IQM of a (runs,) or (runs, tasks) score array with its 95% stratified-bootstrap CI.
+
+    rliable's estimator and bootstrap (Agarwal et al. 2021) through :mod:`txrl.stats`; without
+    rliable, :func:`txrl.evaluate.iqm` with a percentile bootstrap over all scores (not
+    stratified). No scores give NaNs.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return NO_ESTIMATE
+    if stats.available() is None:
+        return stats.interval_estimates({"x": scores}, "iqm", reps=reps)["x"]
+    flat = scores.ravel()
+    return Interval(iqm(flat), *bootstrap_ci(flat, iqm, n_resamples=reps))
+
+
 @dataclass
 class VariantSummary:
+    """A variant's runs and the estimate of its final metric across them."""
+
     variant: str
     labels: tuple[tuple[str, str], ...]
     records: list[RunRecord]
+    reps: int = 2000
+    """Bootstrap resamples of :attr:`estimate`."""
+    _estimate: Interval | None = field(default=None, repr=False)
 
     @property
     def finals(self) -> list[float]:
         return [r.final for r in self.records if r.finished and not math.isnan(r.final)]
 
+    @property
+    def estimate(self) -> Interval:
+        """IQM of the final metric over finished seeds, 95% CI (computed once)."""
+        if self._estimate is None:
+            self._estimate = estimate(np.array(self.finals), self.reps)
+        return self._estimate
+
+    def label(self, axis: str) -> str:
+        return dict(self.labels).get(axis, "")
+
     def row(self) -> dict[str, Any]:
         finals = self.finals
-        lo, hi = bootstrap_ci(finals) if finals else (math.nan, math.nan)
         reached = [r.steps_to_threshold for r in self.records if r.steps_to_threshold is not None]
         returns = [r.final_return for r in self.records if r.finished]
         return {
@@ -332,27 +378,95 @@ class VariantSummary:
             "seeds": len(self.records),
             "finished": sum(r.finished for r in self.records),
             "mean": float(np.mean(finals)) if finals else math.nan,
-            "iqm": iqm(finals),
-            "ci_low": lo,
-            "ci_high": hi,
+            "iqm": self.estimate.value,
+            "ci_low": self.estimate.low,
+            "ci_high": self.estimate.high,
             "steps_to_threshold": float(np.median(reached)) if reached else math.nan,
             "reached": len(reached),
             "mean_return": float(np.mean(returns)) if returns else math.nan,
         }
 
 
+@dataclass
+class GroupSummary:
+    """One label combination of the non-panel axes, aggregated over the panels (tasks).
+
+    ``scores`` is (R, K): the normalised final metric of the R seeds finished on all K
+    panels (see :func:`aggregate_over_panels`).
+    """
+
+    labels: tuple[tuple[str, str], ...]
+    scores: np.ndarray  # (R, K)
+    estimate: Interval
+
+    def label(self, axis: str) -> str:
+        return dict(self.labels).get(axis, "")
+
+
+def aggregate_over_panels(
+    config: CompareConfig, variants: Sequence[VariantSummary]
+) -> list[GroupSummary]:
+    """IQM over all runs and panels of each label combination of the other axes.
+
+    Normalisation, per panel, so that panels weigh alike: a success rate is used as it is
+    (already in [0, 1]); a mean return is min-max normalised over the final returns of every
+    finished run of that panel (all variants), 0 for the worst and 1 for the best (all 0 when
+    they are equal). Only seeds finished on every panel count; the CI is rliable's stratified
+    bootstrap (runs resampled within each panel).
+    """
+    panel = config.panels
+    assert panel is not None
+    panels = list(dict.fromkeys(v.label(panel) for v in variants))
+    scale: dict[str, tuple[float, float]] = {}
+    for p in panels:
+        finals = [f for v in variants if v.label(panel) == p for f in v.finals]
+        if config.metric == "success_rate" or not finals:
+            scale[p] = (0.0, 1.0)
+        else:
+            low, high = min(finals), max(finals)
+            scale[p] = (low, high - low if high > low else math.inf)
+    groups: dict[tuple[tuple[str, str], ...], dict[str, dict[int, float]]] = {}
+    for v in variants:
+        key = tuple((axis, label) for axis, label in v.labels if axis != panel)
+        low, width = scale[v.label(panel)]
+        groups.setdefault(key, {})[v.label(panel)] = {
+            r.spec.seed: (r.final - low) / width
+            for r in v.records
+            if r.finished and not math.isnan(r.final)
+        }
+    out = []
+    for key, by_panel in groups.items():
+        seeds = sorted(set.intersection(*(set(by_panel.get(p, {})) for p in panels)))
+        scores = np.array([[by_panel[p][s] for p in panels] for s in seeds]).reshape(
+            len(seeds), len(panels)
+        )  # (R, K)
+        out.append(GroupSummary(key, scores, estimate(scores, config.bootstrap_reps)))
+    return out
+
+
 def summarise(
-    config: CompareConfig, specs: Sequence[RunSpec], out_dir: Path
+    config: CompareConfig,
+    specs: Sequence[RunSpec],
+    out_dir: Path,
+    echo: Callable[[str], None] | None = None,
 ) -> list[VariantSummary]:
-    """Read every run's eval log and write runs.csv, results.csv, results.md and the plots."""
+    """Read every run's eval log and write runs.csv, results.csv, results.md and the plots.
+
+    With ``panels``, also aggregate.csv (each label combination over all panels); with a
+    ``reference``, ranking.png (our IQM against the reference score).
+    """
+    missing = stats.available()
+    if missing is not None and echo is not None:
+        echo(f"{missing}; the summaries fall back to a percentile bootstrap, without tau's CI")
     records = [read_run(spec, config.metric, config.threshold) for spec in specs]
     summaries: dict[str, VariantSummary] = {}
     for record in records:
         spec = record.spec
-        summaries.setdefault(spec.variant, VariantSummary(spec.variant, spec.labels, []))
+        summaries.setdefault(
+            spec.variant, VariantSummary(spec.variant, spec.labels, [], config.bootstrap_reps)
+        )
         summaries[spec.variant].records.append(record)
     variants = list(summaries.values())
-    axes = list(config.axes)
     _write_csv(
         out_dir / "runs.csv",
         [
@@ -371,9 +485,34 @@ def summarise(
         ],
     )
     _write_csv(out_dir / "results.csv", [v.row() for v in variants])
-    (out_dir / "results.md").write_text(results_markdown(config, variants, axes))
+    groups = aggregate_over_panels(config, variants) if config.panels and variants else []
+    if groups:
+        _write_csv(
+            out_dir / "aggregate.csv",
+            [
+                {
+                    **dict(g.labels),
+                    "panels": g.scores.shape[1],
+                    "runs": g.scores.shape[0],
+                    "iqm": g.estimate.value,
+                    "ci_low": g.estimate.low,
+                    "ci_high": g.estimate.high,
+                }
+                for g in groups
+            ],
+        )
+    comparisons = reference_comparisons(config, variants, groups)
+    (out_dir / "results.md").write_text(
+        results_markdown(config, variants, list(config.axes), groups, comparisons, missing)
+    )
     plot_curves(config, variants, out_dir / "curves.png")
     plot_finals(config, variants, out_dir / "final.png")
+    if comparisons:
+        plot_ranking(config, comparisons, out_dir / "ranking.png")
+    else:  # not left over from an earlier summary with a reference
+        (out_dir / "ranking.png").unlink(missing_ok=True)
+    if not groups:
+        (out_dir / "aggregate.csv").unlink(missing_ok=True)
     return variants
 
 
@@ -387,52 +526,286 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def results_markdown(config: CompareConfig, variants: list[VariantSummary], axes: list[str]) -> str:
-    """The Markdown table of results.md: one row per variant, one label column per axis."""
+# ---------------------------------------------------------------------------- the reference
 
-    def num(x: float) -> str:
-        return "–" if math.isnan(x) else f"{x:.3f}"
 
-    def steps(x: float) -> str:
-        return "–" if math.isnan(x) else (f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}")
+@dataclass
+class RankEntry:
+    """One label of the reference axis in one comparison."""
 
-    def md_row(cells: list[str]) -> str:
-        return "| " + " | ".join(cells) + " |"
+    label: str
+    reference: float  # nan when the reference does not score it
+    estimate: Interval  # our IQM (nan without finished runs)
+    scores: np.ndarray  # (R,) or (R, K) finished runs
+    reference_rank: int | None = None  # among the ranked labels (both scored), 1 = best
+    our_rank: int | None = None
 
+
+@dataclass
+class ReferenceComparison:
+    """Our ranking of the labels of the reference axis against the reference's, in one scope
+    (a panel, all panels aggregated, or the whole grid)."""
+
+    title: str
+    entries: list[RankEntry]  # the ranked ones in reference order, then the others
+    tau: Interval | None  # None: fewer than 3 ranked labels, or no rliable
+    improvement: dict[tuple[str, str], Interval]  # (X, Y) -> P(X > Y), X above Y in the reference
+
+    @property
+    def ranked(self) -> list[RankEntry]:
+        return [e for e in self.entries if e.reference_rank is not None]
+
+
+def compare_to_reference(
+    config: CompareConfig, title: str, estimates: Sequence[tuple[str, np.ndarray, Interval]]
+) -> ReferenceComparison:
+    """Rank ``(label, scores, estimate)`` by IQM against ``config.reference``.
+
+    Kendall's τ and its CI come from :func:`txrl.stats.kendall_tau` (Agarwal et al. 2021's
+    stratified bootstrap over runs), the probabilities of improvement from
+    :func:`txrl.stats.probability_of_improvement`; without rliable only the ranks are given.
+    """
+    reference = config.reference.scores
+    reps = config.bootstrap_reps
+    entries = [
+        RankEntry(label, reference.get(label, math.nan), interval, scores)
+        for label, scores, interval in estimates
+    ]
+    ranked = sorted(
+        (e for e in entries if e.label in reference and e.scores.size),
+        key=lambda e: -e.reference,
+    )
+    others = sorted(
+        (e for e in entries if e not in ranked),
+        key=lambda e: -e.estimate.value if e.scores.size else math.inf,
+    )
+    for e in ranked:
+        e.reference_rank = 1 + sum(o.reference > e.reference for o in ranked)
+        e.our_rank = 1 + sum(o.estimate.value > e.estimate.value for o in ranked)
+    scores = {e.label: e.scores for e in ranked}
+    tau: Interval | None = None
+    improvement: dict[tuple[str, str], Interval] = {}
+    if len(ranked) >= 3 and stats.available() is None:
+        tau = stats.kendall_tau(scores, reference, reps=reps)
+    if len(ranked) >= 2 and stats.available() is None:
+        names = [e.label for e in ranked]
+        if config.reference.pairs == "adjacent":
+            pairs = list(itertools.pairwise(names))
+        else:
+            pairs = [(names[0], other) for other in names[1:]]
+        improvement = stats.probability_of_improvement(scores, pairs, reps=reps)
+    return ReferenceComparison(title, ranked + others, tau, improvement)
+
+
+def reference_comparisons(
+    config: CompareConfig, variants: Sequence[VariantSummary], groups: Sequence[GroupSummary]
+) -> list[ReferenceComparison]:
+    """One comparison per panel and one over all panels; or one for the whole grid."""
+    if not config.reference.scores or not variants:
+        return []
+    axis = config.reference.resolved_axis(list(config.axes), config.panels)
+    out = []
+    for title, members in _panels(config, list(variants)).items():
+        found = [(v.label(axis), np.array(v.finals), v.estimate) for v in members]
+        out.append(compare_to_reference(config, title, found))
+    if groups:
+        found = [(g.label(axis), g.scores, g.estimate) for g in groups]
+        out.append(compare_to_reference(config, f"all {config.panels}s", found))
+    return out
+
+
+# ---------------------------------------------------------------------------- results.md
+
+
+def _num(x: float) -> str:
+    return "–" if math.isnan(x) else f"{x:.3f}"
+
+
+def _steps(x: float) -> str:
+    return "–" if math.isnan(x) else (f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}")
+
+
+def _ci(interval: Interval) -> str:
+    return "–" if math.isnan(interval.low) else f"[{_num(interval.low)}, {_num(interval.high)}]"
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return [_md_row(header), _md_row(["---"] * len(header)), *map(_md_row, rows)]
+
+
+def results_markdown(
+    config: CompareConfig,
+    variants: list[VariantSummary],
+    axes: list[str],
+    groups: Sequence[GroupSummary] = (),
+    comparisons: Sequence[ReferenceComparison] = (),
+    missing: str | None = None,
+) -> str:
+    """results.md: a table of variants (one per panel), the aggregate over panels, and the
+    comparisons with the reference."""
     metric = config.metric.replace("_", " ")
     threshold = f"{config.threshold:g}"
-    header = [*axes, "seeds", "mean", "IQM", "95% CI", f"steps to {threshold}", "mean return"]
+    if missing is None:
+        how = (
+            "IQM: interquartile mean over seeds; 95% CI: stratified bootstrap of the IQM "
+            f"({config.bootstrap_reps} resamples, rliable; Agarwal et al. 2021)."
+        )
+    else:
+        how = (
+            f"IQM: interquartile mean over seeds; 95% CI: percentile bootstrap of the IQM "
+            f"(txrl.evaluate), because {missing}."
+        )
     lines = [
         f"# {config.name}: final {metric} across seeds",
         "",
         f"Seeds: {', '.join(map(str, config.seeds))}. Final = the evaluation at the end of the "
-        "budget. IQM: interquartile mean; CI: 95% percentile bootstrap of the mean over seeds. "
-        f"Steps to {threshold}: median over the seeds that reached it (first evaluation with "
-        f"{metric} >= {threshold}), and how many did. Seeds shows finished/all when some "
-        "runs are unfinished; only finished runs count.",
-        "",
-        md_row(header),
-        md_row(["---"] * len(header)),
+        f"budget. {how} Steps to {threshold}: median over the seeds that reached it (first "
+        f"evaluation with {metric} >= {threshold}), and how many did. Seeds shows "
+        "finished/all when some runs are unfinished; only finished runs count.",
     ]
+    by_title = {c.title: c for c in comparisons}
+    panels = _panels(config, variants)
+    shown = [a for a in axes if a != config.panels]
+    for title, members in panels.items():
+        if title:
+            lines += ["", f"## {config.panels}: {title}"]
+        lines += ["", *_variant_table(config, members, shown if title else axes)]
+        if title in by_title:
+            lines += ["", *_reference_markdown(config, by_title[title], level=3 if title else 2)]
+    if groups:
+        lines += ["", *_aggregate_markdown(config, groups, shown)]
+        title = f"all {config.panels}s"
+        if title in by_title:
+            lines += ["", *_reference_markdown(config, by_title[title], level=3)]
     rows = [v.row() for v in variants]
-    for v, row in zip(variants, rows, strict=True):
-        finished, seeds = row["finished"], row["seeds"]
-        lines.append(
-            md_row(
-                [
-                    *(dict(v.labels).get(axis, "") for axis in axes),
-                    str(finished) if finished == seeds else f"{finished}/{seeds}",
-                    num(row["mean"]),
-                    num(row["iqm"]),
-                    f"[{num(row['ci_low'])}, {num(row['ci_high'])}]",
-                    f"{steps(row['steps_to_threshold'])} ({row['reached']}/{seeds})",
-                    num(row["mean_return"]),
-                ]
-            )
-        )
-    if config.metric == "success_rate" and all(math.isnan(row["mean"]) for row in rows):
+    finished = any(row["finished"] for row in rows)
+    if config.metric == "success_rate" and finished and all(math.isnan(r["mean"]) for r in rows):
         lines += ["", 'No run reported `info["is_success"]`; use `metric: mean_return`.']
     return "\n".join(lines) + "\n"
+
+
+def _variant_table(
+    config: CompareConfig, variants: Sequence[VariantSummary], axes: Sequence[str]
+) -> list[str]:
+    threshold = f"{config.threshold:g}"
+    header = [*axes, "seeds", "mean", "IQM", "95% CI", f"steps to {threshold}", "mean return"]
+    rows = []
+    for v in variants:
+        row = v.row()
+        finished, seeds = row["finished"], row["seeds"]
+        rows.append(
+            [
+                *(v.label(axis) for axis in axes),
+                str(finished) if finished == seeds else f"{finished}/{seeds}",
+                _num(row["mean"]),
+                _num(row["iqm"]),
+                _ci(v.estimate),
+                f"{_steps(row['steps_to_threshold'])} ({row['reached']}/{seeds})",
+                _num(row["mean_return"]),
+            ]
+        )
+    return _md_table(header, rows)
+
+
+def _aggregate_markdown(
+    config: CompareConfig, groups: Sequence[GroupSummary], axes: Sequence[str]
+) -> list[str]:
+    if config.metric == "success_rate":
+        rule = "success rates as they are"
+    else:
+        rule = (
+            f"each {config.panels}'s final returns min-max normalised over all its finished "
+            "runs, 0 the worst run and 1 the best"
+        )
+    header = [*axes, "runs", "IQM", "95% CI"]
+    rows = [
+        [
+            *(g.label(a) for a in axes),
+            str(g.scores.shape[0]),
+            _num(g.estimate.value),
+            _ci(g.estimate),
+        ]
+        for g in groups
+    ]
+    return [
+        f"## All {config.panels}s",
+        "",
+        f"IQM over all runs and {config.panels}s ({rule}); runs: seeds finished on every "
+        f"{config.panels}; 95% CI: stratified bootstrap, runs resampled within each "
+        f"{config.panels} (Agarwal et al. 2021).",
+        "",
+        *_md_table(header, rows),
+    ]
+
+
+def _reference_markdown(
+    config: CompareConfig, comparison: ReferenceComparison, level: int
+) -> list[str]:
+    reference = config.reference
+    axis = reference.resolved_axis(list(config.axes), config.panels)
+    cited = reference.name or "the reference"
+    rows = [
+        [
+            e.label,
+            "–" if math.isnan(e.reference) else f"{e.reference:g}",
+            "–" if e.reference_rank is None else str(e.reference_rank),
+            _num(e.estimate.value),
+            _ci(e.estimate),
+            "–" if e.our_rank is None else str(e.our_rank),
+        ]
+        for e in comparison.entries
+    ]
+    left_out = [e.label for e in comparison.entries if e.reference_rank is None]
+    lines = [
+        f"{'#' * level} Ranking against {cited}",
+        "",
+        f"Labels of {axis} in the reference's order; ranks (1 = best, ties share a rank) are "
+        "among the labels that have both a reference score and finished runs"
+        + (
+            f"; left out of tau (no reference score or no finished runs): {', '.join(left_out)}."
+            if left_out
+            else "."
+        ),
+        "",
+        *_md_table([axis, "reference", "reference rank", "IQM", "95% CI", "our rank"], rows),
+        "",
+    ]
+    tau = comparison.tau
+    if tau is not None:
+        lines.append(
+            f"Kendall's tau (our IQM against the reference, {len(comparison.ranked)} labels): "
+            f"{tau.value:.3f}, 95% CI {_ci(tau)} (each label's runs resampled, IQMs and tau "
+            "recomputed; Agarwal et al. 2021)."
+        )
+    elif stats.available() is not None:
+        lines.append(f"Kendall's tau and the probabilities of improvement: –, {stats.available()}.")
+    else:
+        lines.append("Kendall's tau: – (needs 3 labels with a reference score and finished runs).")
+    if comparison.improvement:
+        which = (
+            "neighbours in the reference order"
+            if reference.pairs == "adjacent"
+            else "the reference's best against each other label"
+        )
+        lines += [
+            "",
+            f"Probability of improvement, {which}: P(X > Y), the chance that a run of X beats "
+            "a run of Y (Agarwal et al. 2021); X is above Y in the reference, so P > 0.5 "
+            "agrees with it.",
+            "",
+            *_md_table(
+                ["X", "Y", "P(X > Y)", "95% CI"],
+                [[x, y, _num(p.value), _ci(p)] for (x, y), p in comparison.improvement.items()],
+            ),
+        ]
+    return lines
+
+
+# ---------------------------------------------------------------------------- plots
 
 
 def _panels(
@@ -451,17 +824,27 @@ def _line_label(config: CompareConfig, v: VariantSummary) -> str:
     return " ".join(parts) or v.variant
 
 
-def _mean_curve(v: VariantSummary) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Common timesteps, mean over seeds and its bootstrap band (seeds interpolated onto them)."""
+def _mean_curve(
+    v: VariantSummary, reps: int = 1000
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Common timesteps, mean over seeds and its 95% band (seeds interpolated onto them).
+
+    The band is rliable's stratified bootstrap at each timestep
+    (:func:`txrl.stats.curve_intervals`), or txrl's percentile bootstrap without rliable.
+    """
     curves = [(np.array(r.timesteps), np.array(r.values)) for r in v.records if r.timesteps]
-    curves = [(t, y) for t, y in curves if not np.all(np.isnan(y))]
+    curves = [(t[~np.isnan(y)], y[~np.isnan(y)]) for t, y in curves]  # evaluations with a value
+    curves = [(t, y) for t, y in curves if t.size]
     if not curves:
         return None
     grid = np.unique(np.concatenate([t for t, _ in curves]))
     end = min(t[-1] for t, _ in curves)
     grid = grid[grid <= end]
     ys = np.stack([np.interp(grid, t, y) for t, y in curves])  # (seeds, T)
-    band = np.array([bootstrap_ci(ys[:, i], n_resamples=1000) for i in range(grid.size)])  # (T, 2)
+    if stats.available() is None:
+        _, band = stats.curve_intervals({"v": ys}, "mean", reps=reps)["v"]  # band: (2, T)
+        return grid, ys.mean(0), band[0], band[1]
+    band = np.array([bootstrap_ci(ys[:, i], n_resamples=reps) for i in range(grid.size)])  # (T, 2)
     return grid, ys.mean(0), band[:, 0], band[:, 1]
 
 
@@ -483,7 +866,7 @@ def plot_curves(config: CompareConfig, variants: list[VariantSummary], path: Pat
     axes = np.atleast_1d(fig.subplots(1, len(panels), squeeze=False)[0])
     for ax, (title, members) in zip(axes, panels.items(), strict=True):
         for v in members:
-            curve = _mean_curve(v)
+            curve = _mean_curve(v, min(config.bootstrap_reps, 1000))
             if curve is None:
                 continue
             t, mean, lo, hi = curve
@@ -496,29 +879,59 @@ def plot_curves(config: CompareConfig, variants: list[VariantSummary], path: Pat
         ax.set_xlabel("env steps")
         ax.set_ylabel(config.metric.replace("_", " "))
         ax.grid(alpha=0.3)
-        if ax.get_lines():
+        if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
     fig.savefig(path, dpi=120)
 
 
 def plot_finals(config: CompareConfig, variants: list[VariantSummary], path: Path) -> None:
-    """Final metric per variant: mean with its 95% bootstrap CI, and each seed as a dot."""
+    """Final metric per variant: IQM with its 95% CI, and each seed as a dot."""
     Figure = _figure_class()
 
     fig = Figure(figsize=(6.5, 0.45 * len(variants) + 1.5), layout="constrained")
     ax = fig.subplots()
     for i, v in enumerate(variants):
-        row = v.row()
-        if not math.isnan(row["mean"]):
-            err = [[row["mean"] - row["ci_low"]], [row["ci_high"] - row["mean"]]]
-            ax.errorbar(row["mean"], i, xerr=err, fmt="o", color="C0", capsize=3)
+        est = v.estimate
+        if not math.isnan(est.value):
+            err = [[est.value - est.low], [est.high - est.value]]
+            ax.errorbar(est.value, i, xerr=err, fmt="o", color="C0", capsize=3)
         ax.scatter(v.finals, [i] * len(v.finals), color="C1", s=12, alpha=0.7, zorder=3)
     if config.metric == "success_rate":
         ax.set_xlim(-0.02, 1.02)
     ax.set_yticks(range(len(variants)), [v.variant for v in variants])
     ax.invert_yaxis()
-    ax.set_xlabel(f"final {config.metric.replace('_', ' ')} (mean, 95% CI; dots: seeds)")
+    ax.set_xlabel(f"final {config.metric.replace('_', ' ')} (IQM, 95% CI; dots: seeds)")
     ax.grid(axis="x", alpha=0.3)
+    fig.savefig(path, dpi=120)
+
+
+def plot_ranking(
+    config: CompareConfig, comparisons: Sequence[ReferenceComparison], path: Path
+) -> None:
+    """Our IQM (95% CI) against the reference score, one panel per comparison, τ in the title."""
+    Figure = _figure_class()
+    fig = Figure(figsize=(4.5 * len(comparisons), 4.0), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(comparisons), squeeze=False)[0])
+    for ax, comparison in zip(axes, comparisons, strict=True):
+        for e in comparison.ranked:
+            est = e.estimate
+            err = [[est.value - est.low], [est.high - est.value]]
+            ax.errorbar(e.reference, est.value, yerr=err, fmt="o", color="C0", capsize=3)
+            ax.annotate(
+                e.label,
+                (e.reference, est.value),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize="small",
+            )
+        tau = comparison.tau
+        title = comparison.title or config.name or ""
+        if tau is not None:
+            title += f"\nKendall's tau {tau.value:.2f} [{tau.low:.2f}, {tau.high:.2f}]"
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel(f"reference: {config.reference.name or 'score'}", fontsize="small")
+        ax.set_ylabel(f"our final {config.metric.replace('_', ' ')} (IQM, 95% CI)")
+        ax.grid(alpha=0.3)
     fig.savefig(path, dpi=120)
 
 
@@ -575,8 +988,14 @@ def compare(
             outcomes = run_ray(
                 todo, workers if address is None else None, address, out / "ray", report
             )
-    variants = summarise(config, specs, out)
-    echo(
-        f"results: {out / 'results.md'}, {out / 'results.csv'}, {out / 'curves.png'}, {out / 'final.png'}"
-    )
+    variants = summarise(config, specs, out, echo)
+    written = [
+        "results.md",
+        "results.csv",
+        "aggregate.csv",
+        "curves.png",
+        "final.png",
+        "ranking.png",
+    ]
+    echo("results: " + ", ".join(str(out / name) for name in written if (out / name).exists()))
     return variants, outcomes
