@@ -148,12 +148,13 @@ class GRUGate(Gate):
         into it (``addmm``); the output is ``lerp(x, h_hat, z)`` = (1 - z) x + z h_hat."""
         d = x.shape[-1]
         x2, y2 = x.reshape(-1, d), y.reshape(-1, d)  # (..., D) -> (N, D)
-        wy = F.linear(y2, self.w_rzg.weight)  # (N, 3D): [W_r y; W_z y; W_g y]
+        # [W_r y; W_z y], W_g y: one product, split (its gradient is one concatenation)
+        wy_rz, wy_g = F.linear(y2, self.w_rzg.weight).split((2 * d, d), dim=-1)  # (N, 2D), (N, D)
         # r, z = sigma(W_r y + U_r x), sigma(W_z y + U_z x - b_g)
-        pre_rz = torch.addmm(self.u_rz.bias, x2, self.u_rz.weight.T) + wy[:, : 2 * d]  # (N, 2D)
+        pre_rz = torch.addmm(self.u_rz.bias, x2, self.u_rz.weight.T) + wy_rz  # (N, 2D)
         r, z = torch.sigmoid(pre_rz).chunk(2, dim=-1)
         # h_hat = tanh(W_g y + U_g (r * x))
-        h_hat = torch.tanh(torch.addmm(wy[:, 2 * d :], r * x2, self.u_g.weight.T))
+        h_hat = torch.tanh(torch.addmm(wy_g, r * x2, self.u_g.weight.T))
         if stats is not None:
             stats.append(z.detach().mean())
         # g(x, y) = (1 - z) * x + z * h_hat

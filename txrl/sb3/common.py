@@ -284,7 +284,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 ):
                     terminal_obs = policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
                     no_start = torch.zeros(1, dtype=torch.bool, device=self.device)
-                    with torch.no_grad():
+                    with torch.inference_mode():
                         terminal_value = policy.value_of(
                             terminal_obs, index_state(memory, slice(idx, idx + 1)), no_start
                         )
@@ -298,7 +298,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
             self._last_obs = new_obs  # type: ignore[assignment]
             self._last_episode_starts = dones
 
-        with torch.no_grad():
+        with torch.inference_mode():
             starts = torch.as_tensor(dones, device=self.device).bool()
             values = policy.value_of(obs_as_tensor(new_obs, self.device), memory, starts)  # type: ignore[arg-type]
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)

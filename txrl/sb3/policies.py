@@ -29,7 +29,7 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 
 from txrl.nn.protocol import Backbone, BackboneOutput, make_backbone
-from txrl.nn.state import as_state
+from txrl.nn.state import as_state, clone_state
 from txrl.sb3.extractors import SymbolicGridExtractor, grid_convolutions, is_symbolic_grid
 
 BACKBONE_KEYS = (
@@ -271,8 +271,10 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         return actions, values, log_prob, distribution, out
 
     def value_of(self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor) -> torch.Tensor:
-        """Values (B, 1) of one step for B envs from ``state``."""
-        _, latent_vf, _ = self._latent(obs, state, episode_starts[None])
+        """Values (B, 1) of one step for B envs from ``state``, which is left as it is: the
+        step runs on a copy, so without gradients it takes the acting path
+        (:meth:`txrl.nn.protocol.Backbone.step`, e.g. TrXL's ring step)."""
+        _, latent_vf, _ = self._latent(obs, clone_state(state), episode_starts[None], acting=True)
         return self.value_net(latent_vf)
 
     def evaluate_sequences(
