@@ -182,36 +182,23 @@ class RelativeMultiHeadAttention(ParameterCache):
         build = lambda: self.position_keys(n_keys).permute(1, 2, 0).contiguous()  # noqa: E731
         return self.cached("position_keys_by_head", n_keys, (weight,), build)
 
-    def _ring_weights(self, n_keys: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Weight (3D + H K, D) and bias (3D + H K) of one product giving an acting step's
-        scaled ``(q + u) / sqrt(E)``, its key ``W_kE z``, its value ``W_v z`` and its scaled
-        positional scores ``(q + v)^T W_kR R_d / sqrt(E)`` for the K distances K-1 .. 0.
-
-        Terms (b) + (d) are linear in z: ``(W_q z + v)^T P_d = z^T (W_q^T P_d) + v^T P_d``
-        per head, with ``P_d = W_kR R_d``, so their (H K, D) matrix and bias are built once
-        from the weights and reused while they keep their versions.
-        """
-        weights = (
-            self.query.weight,
-            self.key_value.weight,
-            self.position_key.weight,
-            self.content_bias,
-            self.position_bias,
-        )
+    def _ring_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Weight (4D, D) and bias (4D) of one product giving an acting step's scaled
+        ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)`` and its key ``W_kE z`` and value
+        ``W_v z``: ``[W_q; W_q] / sqrt(E)`` with bias ``[u; v] / sqrt(E)``, then ``[W_kE; W_v]``,
+        built once from the weights and reused while they keep their versions."""
+        weights = (self.query.weight, self.key_value.weight, self.content_bias, self.position_bias)
 
         def build() -> tuple[torch.Tensor, torch.Tensor]:
             scale = 1.0 / math.sqrt(self.head_dim)
-            w_q = self.query.weight  # (D, D), rows grouped by head
-            position = self.position_keys(n_keys)  # (K, H, E)
-            by_head = w_q.view(self.n_heads, self.head_dim, self.d_model)  # (H, E, D)
-            w_position = torch.einsum("khe,hed->hkd", position, by_head).flatten(0, 1)  # (H K, D)
-            b_position = torch.einsum("khe,he->hk", position, self.position_bias).flatten()
-            weight = torch.cat((w_q * scale, self.key_value.weight, w_position * scale))
+            w_q = self.query.weight * scale  # (D, D)
+            weight = torch.cat((w_q, w_q, self.key_value.weight))  # (4D, D)
+            biases = (self.content_bias, self.position_bias)  # (H, E) each
             zeros = torch.zeros(2 * self.d_model, dtype=w_q.dtype, device=w_q.device)
-            bias = torch.cat((self.content_bias.flatten() * scale, zeros, b_position * scale))
+            bias = torch.cat((*(b.flatten() * scale for b in biases), zeros))  # (4D,)
             return weight, bias
 
-        return self.cached("ring_weights", n_keys, weights, build)
+        return self.cached("ring_weights", 0, weights, build)
 
     def over_memory(
         self,
@@ -287,19 +274,20 @@ class RelativeMultiHeadAttention(ParameterCache):
         the cached ones in ring order; ``plan`` the step's key order and mask, the same for
         every layer (:class:`RingPlan`). The scores are those of :func:`relative_attention`:
         (a) + (c) as ``(q + u) k^T`` over the memory in place and over the step's own key,
-        (b) + (d) from :meth:`_ring_weights`'s product, read per slot by distance. Returns
+        (b) + (d) as ``(q + v) (W_kR R)^T`` over the M + 1 distances, read per slot. Returns
         the output (B, D) and the step's key and value (B, D) for the memory.
         """
         b, m, d = memory_keys.shape
         hd, e = self.n_heads, self.head_dim
-        weight, bias = self._ring_weights(m + 1)
-        fused = F.linear(z, weight, bias)  # (B, 3D + H K)
-        qu, key, value = fused[:, :d], fused[:, d : 2 * d], fused[:, 2 * d : 3 * d]  # (B, D)
-        by_distance = fused[:, 3 * d :].view(b, hd, m + 1)  # (B, H, K), distances M .. 0
-        # (b) + (d) of each slot, read at its distance, plus the mask (-inf where not allowed)
-        position = (
-            by_distance.gather(2, plan.key_index.expand(b, hd, m + 1)) + plan.mask
-        )  # (B, H, K)
+        fused = F.linear(z, *self._ring_weights())  # (B, 4D)
+        qu, qv, key, value = fused.split(d, dim=-1)  # (B, D) each, q's scaled by 1/sqrt(E)
+        # (b) + (d) against the distances M .. 0, one batched product per head
+        by_distance = torch.bmm(
+            qv.view(b, hd, e).transpose(0, 1), self._position_keys_by_head(m + 1)
+        )
+        # each slot's score read at its distance, plus the mask (-inf where not allowed)
+        position = by_distance.transpose(0, 1).gather(2, plan.key_index.expand(b, hd, m + 1))
+        position = position + plan.mask  # (B, H, K)
         # (a) + (c) over the memory: the (B, H, D) block-diagonal (q + u) against the
         # (B, M, D) keys read in place, one batched product
         qu_by_head = qu.view(b, 1, d) * self.head_of_feature.T  # (B, H, D)
