@@ -35,7 +35,33 @@ product of [y; x] with a cached (3D, 2D) block matrix   2.54       costs what th
 training pass: fused Adam (the policies' default now)   --         ``train()`` 0.85 -> 0.77 s
                                                                    per rollout; the rest is
                                                                    ``mm`` (forward/backward)
+memory scores as (B, H, D) x (B, D, M) (block-diagonal  2.87 ->    that ``bmm`` 95 -> 13 us
+(q + u) on the left) instead of (B, M, D) x (B, D, H)   2.57       (alone, B = 8, M = 64)
+one product for (q + u)/sqrt(E), (q + v)/sqrt(E), k    (in the    per layer: the biases and
+and v (cached (4D, D) matrix and bias); one ring plan   above)     the scale folded into the
+(key order, -inf mask) shared by the layers; slot                  product; slot writes
+writes by ``index_copy_`` on (B L M, D) rows                       ``index_put_`` 14 -> 9 us
+tried, not kept: (b)+(d) folded into that product too   --         M = 1024 vs 64: 2.66x (one
+(a cached (H K, D) matrix W_q^T W_kR R per head: the               loaded run): the matrix is
+scores are linear in z)                                            2 MB a layer at M = 1024
+GRU gate: sums folded into ``addmm``, ``lerp`` for      (in the    the gate alone 65 -> 48 us
+(1 - z) x + z h_hat (training path too)                 above)     (15 ops -> 9)
+``predict``: actor only, a discrete draw straight from  predict    no value head, log-prob,
+the logits (``multinomial`` as ``Categorical``), a      3.18 ->    ``Categorical`` validation,
+vector batch without SB3's ``obs_to_tensor``, the       2.34       ``obs_to_tensor`` copy
+state it returned taken back without field checks
+truncated episodes' bootstrap value on the ring step    --         ``value_of`` was a ``run``
+(a copy of that env's memory), not ``run``                         with ``ordered`` + slides,
+                                                                   3.3 ms a call (cProfile)
+tried, not kept: explicit softmax instead of            --         ``train()`` 1.04 -> 1.18 s
+``scaled_dot_product_attention`` in training
 ======================================================  =========  ============================
+
+The act and predict figures of the new rows are minimums over 5 x 200 calls in one process
+with other jobs on the machine (their medians move by up to 2x from run to run). The same
+acting step with d_model 8 instead of 128 takes 0.87 ms: that much of a step is per-op
+cost (Python, dispatch), the rest the products themselves (~30 GFLOP/s per product at
+B = 8 on this CPU, near what MKL gives for (8, 128) x (128, 384) alone).
 
 ``predict`` no longer sends the memory to numpy and back: the state it returns is the
 backbone's tensors (a NamedTuple), which ``evaluate_policy`` passes back as it is.
@@ -93,7 +119,9 @@ def build(algo: str, size: str, args: argparse.Namespace, **memory: int) -> Any:
     if algo == "txrl":
         kwargs = dict(BENCH_GTRXL if size == "bench" else QUICK_GTRXL) | memory
         segment = args.segment_length if size == "bench" else 16
-        return MemoryPPO("MlpGTrXLPolicy", env, segment_length=segment, policy_kwargs=kwargs, **common)
+        return MemoryPPO(
+            "MlpGTrXLPolicy", env, segment_length=segment, policy_kwargs=kwargs, **common
+        )
     lstm = {"lstm_hidden_size": 128} if size == "bench" else {}  # quick: sb3-contrib's default
     return RecurrentPPO("MlpLstmPolicy", env, policy_kwargs=lstm, **common)
 
@@ -208,6 +236,7 @@ def main() -> None:
     ]  # fmt: skip
     for label, first, second, unit, target in figures:
         row(label, first(), second(), unit, target)
+
 
 if __name__ == "__main__":
     main()
