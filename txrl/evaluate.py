@@ -192,7 +192,9 @@ def resolve_checkpoint(target: str | Path) -> Path:
             path, set_aside=False, warn=lambda m: print(f"warning: {m}", file=sys.stderr)
         )
         if found is None:
-            raise RunError(f"{path} holds no readable checkpoint (looked in {path / 'checkpoints'})")
+            raise RunError(
+                f"{path} holds no readable checkpoint (looked in {path / 'checkpoints'})"
+            )
         return found[0]
     if path.is_file():
         return path

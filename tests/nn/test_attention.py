@@ -84,7 +84,9 @@ def test_fused_adam_step_then_on_parameters_changed_keeps_acting_equal_to_traini
     with torch.no_grad():
         stale, _ = backbone(x, backbone.initial_state(2), starts)
     trained, _ = backbone(x, backbone.initial_state(2), starts)  # gradients on: no cache
-    assert (stale - trained).abs().max().item() > 1e-3, "the stale cache must show for this test to bite"
+    assert (stale - trained).abs().max().item() > 1e-3, (
+        "the stale cache must show for this test to bite"
+    )
     backbone.on_parameters_changed()
     with torch.no_grad():
         acting, _ = backbone(x, backbone.initial_state(2), starts)

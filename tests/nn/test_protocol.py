@@ -59,7 +59,6 @@ def test_step_by_step_equals_sequence(name: str, gate: str | None, float64: None
         assert close(c, a, F64_REL)
 
 
-
 @pytest.mark.parametrize(("name", "gate"), CASES)
 def test_acting_steps_equal_sequence_and_continue_it(
     name: str, gate: str | None, float64: None
@@ -88,7 +87,9 @@ def test_acting_steps_equal_sequence_and_continue_it(
         assert close(b, a, F64_REL)
     with torch.no_grad():
         seq_trace = backbone.run(x, backbone.initial_state(4), starts, trace=True).trace
-    for a, b in zip(seq_trace, type(seq_trace)(*map(torch.cat, zip(*traces))), strict=True):
+    for a, b in zip(
+        seq_trace, type(seq_trace)(*map(torch.cat, zip(*traces, strict=True))), strict=True
+    ):
         assert close(b, a, F64_REL)
 
 
@@ -268,4 +269,3 @@ def test_a_state_made_under_inference_mode_can_be_stepped_without_it() -> None:
         expect, _ = backbone(x[1:2], state, starts[1:2])
         got = backbone.step(x[1:2], state, starts[1:2]).output
     assert (expect - got).abs().max().item() <= 1e-5
-

@@ -62,7 +62,6 @@ from txrl.nn.variants._common import (
 )
 from txrl.nn.window import window_mask
 
-
 ReformerState = MemoryState  # Transformer-XL's memory, shared with the TrXL family
 ReformerTrace = MemoryTrace
 

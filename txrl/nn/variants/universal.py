@@ -63,7 +63,6 @@ from txrl.nn.variants._common import (
 )
 from txrl.nn.window import window_mask
 
-
 UniversalState = MemoryState  # Transformer-XL's memory, shared with the TrXL family
 UniversalTrace = MemoryTrace
 
