@@ -53,7 +53,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = {run.name: read_evals(run) for run in args.runs}
+    names = [run.name for run in args.runs]
+    if len(set(names)) < len(names):  # e.g. <variant>/seed_<s> of a compare study
+        names = [f"{run.parent.name}/{run.name}" for run in args.runs]
+    runs = {name: read_evals(run) for name, run in zip(names, args.runs, strict=True)}
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for name, rows in runs.items():
@@ -72,14 +75,18 @@ def main() -> None:
     fig.tight_layout()
     _atomic_write(args.out / "curves.png", lambda p: fig.savefig(p, dpi=120, format="png"))
 
-    header = "| run | env steps | success | 95% CI | mean return | episodes | wall-clock (s) |"
-    lines = [header, "|---|---|---|---|---|---|---|"]
+    header = (
+        "| run | env steps | success | 95% CI | mean return | episodes | wall-clock (s) "
+        "| env steps/s (evaluations included) |"
+    )
+    lines = [header, "|---|---|---|---|---|---|---|---|"]
     for name, rows in runs.items():
         last = rows[-1]
         ci = "[{:.2f}, {:.2f}]".format(*last["success_ci95"])
         lines.append(
             f"| {name} | {last['timesteps']} | {last['success_rate']:.2f} | {ci} | "
-            f"{last['mean_return']:.3f} | {last['episodes']} | {last['wall_time_s']:.0f} |"
+            f"{last['mean_return']:.3f} | {last['episodes']} | {last['wall_time_s']:.0f} | "
+            f"{last['timesteps'] / max(last['wall_time_s'], 1e-9):.0f} |"
         )
     table = "\n".join(lines) + "\n"
     _atomic_write(args.out / "summary.md", lambda p: Path(p).write_text(table))
