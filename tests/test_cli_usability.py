@@ -25,6 +25,7 @@ from txrl.train import (
     CHECKPOINT_DIR,
     EVAL_LOG,
     FINAL_CHECKPOINT,
+    LOCK_FILE,
     RESUME_LOG,
     TB_DIR,
     read_run_config,
@@ -132,6 +133,29 @@ def test_a_non_finite_update_stops_the_run_and_keeps_the_last_good_checkpoint(
     assert checkpoint_steps(run_dir) == ["step_000000032.zip"]  # none written after it
     model = MemoryPPO.load(good)
     assert all(torch.isfinite(p).all() for p in model.policy.parameters())
+
+
+def test_a_run_directory_in_use_is_refused_and_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import fcntl
+
+    run_dir = train_tiny(tmp_path)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    # Another process holds the run (as a running `txrl train` does).
+    with open(run_dir / LOCK_FILE, "a+") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other.truncate(0)
+        other.write("4242")
+        other.flush()
+        capsys.readouterr()
+        argv = ["train", "--resume", str(run_dir), "--set", "budget=256"]
+        assert cli.main(argv) == 1
+        assert "is being trained by another process (pid 4242)" in capsys.readouterr().err
+    after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != LOCK_FILE}
+    assert after == {p: b for p, b in before.items() if p.name != LOCK_FILE}
+    # Once released, the same command goes ahead.
+    assert cli.main(argv) == 0
 
 
 # ---------------------------------------------------------------------------- demo

@@ -506,6 +506,45 @@ def _clear_dir(directory: Path) -> None:
             p.rmdir() if p.is_dir() else p.unlink()
 
 
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Any:
+    """Hold ``run_dir`` for this process while it trains (an exclusive ``flock`` on
+    ``run_dir/.lock``, released when the block ends or the process dies).
+
+    Two processes training one run directory (a compare started twice, a resume while the
+    run still goes) would interleave their checkpoints and logs; the second one is refused
+    instead, with the first one's pid. A directory that does not exist yet is created (a new
+    run); on systems without ``fcntl`` (Windows) nothing is locked.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / LOCK_FILE, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise RunError(
+                f"{run_dir} is being trained by another process (pid {holder}); wait for it to "
+                "end (or stop it) before resuming, or train in another --run-dir"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def default_run_dir(config: TrainConfig) -> Path:
     return Path("runs") / f"{config.name or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -534,8 +573,11 @@ def train(
     """
     config = resolve(config)
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config)
+    # Resuming a directory that does not exist fails in Run.open with its own message.
+    held = run_lock(run_dir) if not resume or run_dir.is_dir() else contextlib.nullcontext()
     try:
-        return recipe(config)(config, run_dir, resume=resume)
+        with held:
+            return recipe(config)(config, run_dir, resume=resume)
     except FloatingPointError as e:
         # Raised by the learners before ``optimizer.step()``: no weight changed and no
         # checkpoint was written from the bad update, so the newest one is the last good state.
@@ -553,6 +595,7 @@ __all__ = [
     "CONFIG_FILE",
     "EVAL_LOG",
     "FINAL_CHECKPOINT",
+    "LOCK_FILE",
     "RESUME_LOG",
     "TB_DIR",
     "CheckpointError",
