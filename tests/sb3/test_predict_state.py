@@ -14,18 +14,25 @@ from txrl import MemoryPPO
 from txrl.nn.state import state_to_numpy
 
 
-def test_tensor_state_and_array_state_give_the_same_actions() -> None:
+def small_model(n_layers: int) -> tuple[MemoryPPO, DummyVecEnv]:
+    """A tiny GTrXL MemoryPPO (M = 3) on 2 passive T-mazes of length 4."""
     env = DummyVecEnv([lambda: Monitor(gym.make("txrl/TMazePassive-v0", length=4))] * 2)
     env.seed(0)
+    kwargs = {"d_model": 16, "n_layers": n_layers, "n_heads": 2, "memory_length": 3}
     model = MemoryPPO(
         "MlpGTrXLPolicy",
         env,
         n_steps=8,
         batch_size=16,
         segment_length=4,
-        policy_kwargs={"d_model": 16, "n_layers": 2, "n_heads": 2, "memory_length": 3},
+        policy_kwargs=kwargs,
         seed=0,
     )
+    return model, env
+
+
+def test_tensor_state_and_array_state_give_the_same_actions() -> None:
+    model, env = small_model(n_layers=2)
     obs = env.reset()
     starts = np.ones(2, dtype=bool)
     live = None  # the state predict returns, passed back as it is
@@ -44,16 +51,7 @@ def test_tensor_state_and_array_state_give_the_same_actions() -> None:
 
 
 def test_a_state_or_episode_start_for_another_batch_size_is_named() -> None:
-    env = DummyVecEnv([lambda: Monitor(gym.make("txrl/TMazePassive-v0", length=4))] * 2)
-    model = MemoryPPO(
-        "MlpGTrXLPolicy",
-        env,
-        n_steps=8,
-        batch_size=16,
-        segment_length=4,
-        policy_kwargs={"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 3},
-        seed=0,
-    )
+    model, env = small_model(n_layers=1)
     obs = env.reset()
     _, live = model.predict(obs, episode_start=np.ones(2, dtype=bool))
     three = np.concatenate((obs, obs[:1]))  # a batch of 3 observations
