@@ -93,6 +93,25 @@ def test_summaries_from_synthetic_logs(tmp_path: Path) -> None:
         assert (tmp_path / png).read_bytes()[:4] == PNG_MAGIC
 
 
+def test_score_mean_ranks_by_the_whole_learning_curve(tmp_path: Path) -> None:
+    config = load_compare_config(TINY, ["score=mean"])
+    specs = plan(config, tmp_path)
+    # Both end at 1.0; gtrxl gets there sooner.
+    curves = {"gtrxl": [(0, 0.0), (64, 1.0), (128, 1.0)], "lstm": [(0, 0.0), (64, 0.0), (128, 1.0)]}
+    for spec in specs:
+        fake_run(Path(spec.run_dir), spec.config, curves[spec.variant])
+    summarise(config, specs, tmp_path)
+    rows = {r["variant"]: r for r in read_csv(tmp_path / "results.csv")}
+    assert float(rows["gtrxl"]["mean"]) == pytest.approx(2 / 3)
+    assert float(rows["lstm"]["mean"]) == pytest.approx(1 / 3)
+    assert read_csv(tmp_path / "runs.csv")[0]["mean_success_rate"] == str(2 / 3)
+    table = (tmp_path / "results.md").read_text()
+    assert table.startswith("# compare_tiny: mean success rate across seeds")
+    assert "Mean = each run's mean over all its evaluations" in table
+    with pytest.raises(ConfigError, match="score"):
+        load_compare_config(TINY, ["score=auc"])
+
+
 def test_finished_runs_are_skipped_and_changed_configs_refused(tmp_path: Path) -> None:
     config = load_compare_config(TINY)
     for spec in plan(config, tmp_path):

@@ -307,7 +307,15 @@ class RunRecord:
     steps_to_threshold: int | None
 
 
-def read_run(spec: RunSpec, metric: str, threshold: float) -> RunRecord:
+_SCORE_TEXT = {
+    "final": "Final = the evaluation at the end of the budget.",
+    "mean": "Mean = each run's mean over all its evaluations (the area under its learning curve "
+    "over its length): learning sooner scores higher. The columns mean, IQM and 95% CI are "
+    "of that score.",
+}
+
+
+def read_run(spec: RunSpec, metric: str, threshold: float, score: str = "final") -> RunRecord:
     entries = read_eval_log(Path(spec.run_dir) / EVAL_LOG)
     timesteps = [int(e["timesteps"]) for e in entries]
     values = [math.nan if e.get(metric) is None else float(e[metric]) for e in entries]
@@ -318,7 +326,9 @@ def read_run(spec: RunSpec, metric: str, threshold: float) -> RunRecord:
         finished=finished,
         timesteps=timesteps,
         values=values,
-        final=values[-1] if finished else math.nan,
+        final=(values[-1] if score == "final" else float(np.mean(values)))
+        if finished
+        else math.nan,
         final_return=float(entries[-1]["mean_return"]) if finished else math.nan,
         steps_to_threshold=reached,
     )
@@ -458,7 +468,7 @@ def summarise(
     missing = stats.available()
     if missing is not None and echo is not None:
         echo(f"{missing}; the summaries fall back to a percentile bootstrap, without tau's CI")
-    records = [read_run(spec, config.metric, config.threshold) for spec in specs]
+    records = [read_run(spec, config.metric, config.threshold, config.score) for spec in specs]
     summaries: dict[str, VariantSummary] = {}
     for record in records:
         spec = record.spec
@@ -476,7 +486,7 @@ def summarise(
                 "seed": r.spec.seed,
                 "status": "finished" if r.finished else r.spec.status(),
                 "timesteps": r.timesteps[-1] if r.timesteps else 0,
-                f"final_{config.metric}": r.final,
+                f"{config.score}_{config.metric}": r.final,
                 "final_mean_return": r.final_return,
                 "steps_to_threshold": r.steps_to_threshold,
                 "run_dir": os.path.relpath(r.spec.run_dir, out_dir),
@@ -660,10 +670,9 @@ def results_markdown(
             f"(txrl.evaluate), because {missing}."
         )
     lines = [
-        f"# {config.name}: final {metric} across seeds",
+        f"# {config.name}: {config.score} {metric} across seeds",
         "",
-        f"Seeds: {', '.join(map(str, config.seeds))}. Final = the evaluation at the end of the "
-        f"budget. {how} Steps to {threshold}: median over the seeds that reached it (first "
+        f"Seeds: {', '.join(map(str, config.seeds))}. {_SCORE_TEXT[config.score]} {how} Steps to {threshold}: median over the seeds that reached it (first "
         f"evaluation with {metric} >= {threshold}), and how many did. Seeds shows "
         "finished/all when some runs are unfinished; only finished runs count.",
     ]
@@ -900,7 +909,7 @@ def plot_finals(config: CompareConfig, variants: list[VariantSummary], path: Pat
         ax.set_xlim(-0.02, 1.02)
     ax.set_yticks(range(len(variants)), [v.variant for v in variants])
     ax.invert_yaxis()
-    ax.set_xlabel(f"final {config.metric.replace('_', ' ')} (IQM, 95% CI; dots: seeds)")
+    ax.set_xlabel(f"{config.score} {config.metric.replace('_', ' ')} (IQM, 95% CI; dots: seeds)")
     ax.grid(axis="x", alpha=0.3)
     fig.savefig(path, dpi=120)
 
@@ -930,7 +939,7 @@ def plot_ranking(
             title += f"\nKendall's tau {tau.value:.2f} [{tau.low:.2f}, {tau.high:.2f}]"
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel(f"reference: {config.reference.name or 'score'}", fontsize="small")
-        ax.set_ylabel(f"our final {config.metric.replace('_', ' ')} (IQM, 95% CI)")
+        ax.set_ylabel(f"our {config.score} {config.metric.replace('_', ' ')} (IQM, 95% CI)")
         ax.grid(alpha=0.3)
     fig.savefig(path, dpi=120)
 

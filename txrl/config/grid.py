@@ -111,6 +111,10 @@ class CompareConfig:
     """Axis name -> list of values (the name is a dotted key) or mapping label -> overrides."""
     metric: Literal["success_rate", "mean_return"] = "success_rate"
     """Evaluation metric the results and plots summarise."""
+    score: Literal["final", "mean"] = "final"
+    """What of each run is compared: ``final``, the metric at the end of the budget; ``mean``,
+    its mean over all of the run's evaluations (the area under the learning curve over its
+    length), which also ranks by how soon a variant learns, not only where it ends."""
     threshold: float = 0.9
     """Level of ``metric`` for the steps-to-threshold column."""
     panels: str | None = None
