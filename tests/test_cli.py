@@ -130,8 +130,13 @@ def test_kill_9_then_resume_continues_exactly(tmp_path: Path) -> None:
     final = latest_checkpoint(killed)
     assert final is not None and final.name == FINAL_CHECKPOINT
     assert MemoryPPO.load(final).num_timesteps == TINY["budget"]
-    steps = [json.loads(line)["timesteps"] for line in (killed / EVAL_LOG).read_text().splitlines()]
-    assert steps == [0, 128, 256, 384]  # each evaluation once, none lost, none repeated
+    log = [json.loads(line) for line in (killed / EVAL_LOG).read_text().splitlines()]
+    assert [e["timesteps"] for e in log] == [0, 128, 256, 384]  # each once, none lost or repeated
+    # The run's clock goes on from the checkpoint's: it counts both sessions' training.
+    assert stored.wall_time_s > 0
+    after = [e["wall_time_s"] for e in log if e["timesteps"] > stored.num_timesteps]
+    assert after and min(after) >= stored.wall_time_s
+    assert [e["wall_time_s"] for e in log] == sorted(e["wall_time_s"] for e in log)
     assert len(list((killed / TB_DIR).glob("events.out.tfevents.*"))) == 2  # one tb dir, continued
 
     straight = tmp_path / "straight"

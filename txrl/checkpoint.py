@@ -85,6 +85,7 @@ class ResumeState:
     envs: bytes | None  # the in-process envs (pickled), None when they could not be
     vec_normalize: bytes | None  # pickled VecNormalize (statistics), None without it
     vec_normalize_returns: np.ndarray | None = None  # its running returns (not in its pickle)
+    wall_time_s: float = 0.0  # training wall-clock up to this checkpoint, over all sessions
 
 
 def capture_rng() -> dict[str, Any]:
@@ -120,7 +121,7 @@ def find_vec_normalize(env: VecEnv) -> VecNormalize | None:
     return None
 
 
-def capture_resume_state(model: BaseAlgorithm) -> ResumeState:
+def capture_resume_state(model: BaseAlgorithm, wall_time_s: float = 0.0) -> ResumeState:
     """The resume state of ``model`` and its envs, between rollouts."""
     import cloudpickle
 
@@ -141,15 +142,20 @@ def capture_resume_state(model: BaseAlgorithm) -> ResumeState:
         envs=envs,
         vec_normalize=pickle.dumps(vec_normalize) if vec_normalize is not None else None,
         vec_normalize_returns=None if vec_normalize is None else vec_normalize.returns.copy(),
+        wall_time_s=wall_time_s,
     )
 
 
-def save_checkpoint(model: BaseAlgorithm, path: Path, config: TrainConfig) -> None:
-    """One self-contained checkpoint file, written atomically."""
+def save_checkpoint(
+    model: BaseAlgorithm, path: Path, config: TrainConfig, wall_time_s: float = 0.0
+) -> None:
+    """One self-contained checkpoint file, written atomically; ``wall_time_s`` is the run's
+    training wall-clock so far (a resumed run's clock goes on from it)."""
     buffer = io.BytesIO()
     model.save(buffer)
     with zipfile.ZipFile(buffer, mode="a") as archive:
-        archive.writestr(RESUME_MEMBER, pickle.dumps(capture_resume_state(model)))
+        state = capture_resume_state(model, wall_time_s)
+        archive.writestr(RESUME_MEMBER, pickle.dumps(state))
         archive.writestr(CONFIG_MEMBER, dump_yaml(config.to_dict()))
     atomic_write(path, buffer.getvalue())
 

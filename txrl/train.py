@@ -234,6 +234,8 @@ class Run:
             _clear_dir(run_dir / TB_DIR)
             return run
         run.checkpoint, run.resume_state = found
+        # the clock goes on from the checkpoint's (0 for checkpoints older than the field)
+        run.started = time.monotonic() - getattr(found[1], "wall_time_s", 0.0)
         step = run.resume_state.num_timesteps
         run.eval_log.truncate(step)
         truncate_tensorboard(run_dir / TB_DIR, step)
@@ -326,7 +328,7 @@ class Run:
     def save_periodic(self, model: BaseAlgorithm) -> Path:
         step = int(model.num_timesteps)
         path = self.run_dir / CHECKPOINT_DIR / f"step_{step:09d}.zip"
-        save_checkpoint(model, path, self.config)
+        save_checkpoint(model, path, self.config, self.elapsed())
         self.last_checkpoint = step
         keep = self.config.checkpoint.keep
         if keep:
@@ -341,7 +343,7 @@ class Run:
             self.evaluate(model, eval_env)
         final = self.eval_log.read()[-1]
         path = self.run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT
-        save_checkpoint(model, path, self.config)
+        save_checkpoint(model, path, self.config, self.elapsed())
         eval_env.close()
         env = model.get_env()
         if env is not None:
