@@ -13,8 +13,10 @@ LSTM ("quick-start size").
 
 Printed: one acting step (``policy.act``, B = 8, full memory) against one RecurrentPPO
 ``policy.forward``; ``model.predict`` (the path of SB3's ``evaluate_policy``) against
-RecurrentPPO's; ``learn()`` env-steps/s at both sizes; acting latency at M = 1024 against
-M = 64; the rollout buffer's memory trace in bytes per transition at M = 64 and M = 1024.
+RecurrentPPO's; ``learn()`` env-steps/s at both sizes; txrl's ``learn()`` with the
+bfloat16 training pass (``training_precision="bf16"``) against fp32; acting latency at
+M = 1024 against M = 64; the rollout buffer's memory trace in bytes per transition at M = 64
+and M = 1024.
 
 What the profile (``torch.profiler``, 50 acting steps, bench setup) said and what helped,
 in ms per acting step at the bench setup on the 2-core machine (one thread, shared):
@@ -110,7 +112,7 @@ def median_seconds(call: Callable[[], Any], warmup: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def build(algo: str, size: str, args: argparse.Namespace, **memory: int) -> Any:
+def build(algo: str, size: str, args: argparse.Namespace, **memory: Any) -> Any:
     """A MemoryPPO+GTrXL or RecurrentPPO model at the ``bench`` or ``quick`` size."""
     n_steps = args.n_steps if size == "bench" else 64
     env = make_env(args.n_envs, args.length)
@@ -216,6 +218,7 @@ def main() -> None:
     ours, theirs = build("txrl", "bench", args), build("recurrent", "bench", args)
     quick_ours, quick_theirs = build("txrl", "quick", args), build("recurrent", "quick", args)
     long_memory = build("txrl", "bench", args, memory_length=1024)
+    bf16 = build("txrl", "bench", args, training_precision="bf16")
     ms, n = 1e3, args.repeats
     # (label, first, second, unit, target); "first / second" is the ratio printed
     figures: list[tuple[str, Callable[[], float], Callable[[], float], str, str]] = [
@@ -228,6 +231,9 @@ def main() -> None:
         ("learn() at quick-start size",
          lambda: learn_steps_per_second(quick_ours, args.timesteps),
          lambda: learn_steps_per_second(quick_theirs, args.timesteps), "steps/s", ">= 2x"),
+        ("txrl learn(), bench setup, bf16 vs fp32 pass",
+         lambda: learn_steps_per_second(bf16, args.timesteps),
+         lambda: learn_steps_per_second(ours, args.timesteps), "steps/s", "(an option; GPU)"),
         ("txrl acting step, M=1024 vs M=64", lambda: txrl_act_seconds(long_memory, n) * ms,
          lambda: txrl_act_seconds(ours, n) * ms, "ms", "<= 2x"),
         ("txrl trace bytes/transition, M=1024 vs 64",

@@ -22,7 +22,7 @@ def resolve(config: TrainConfig) -> TrainConfig:
     Reports every problem at once. With ``policy.inapplicable: drop`` the settings the
     backbone does not have are cleared in the returned config (which the run records).
     """
-    from txrl.learners import get_learner
+    from txrl.learners import get_learner, learners
 
     learner = get_learner(config.algo)
     policy, problems = check_policy(config.policy)
@@ -31,6 +31,12 @@ def resolve(config: TrainConfig) -> TrainConfig:
             f"algo {config.algo} trains policy.backbone {' or '.join(learner.backbones)}, "
             f"got {policy.backbone!r} (with policy.inapplicable: drop the settings the new "
             "backbone does not have are cleared)"
+        )
+    if not learner.memory_policy and policy.training_precision != "fp32":
+        problems.append(
+            f"policy.training_precision {policy.training_precision!r} applies to txrl's memory "
+            f"learners ({', '.join(n.name for n in learners() if n.memory_policy)}); "
+            f"algo {config.algo} trains in fp32"
         )
     if not problems:
         problems += _check_backbone_builds(policy, memory_policy=learner.memory_policy)

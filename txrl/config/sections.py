@@ -98,6 +98,11 @@ class PolicyConfig:
     encoder: Literal["auto", "mlp", "cnn", "multi_input"] = "auto"
     """Observation encoder before the backbone; ``auto``: ``multi_input`` for Dict
     observations, else ``mlp`` (which flattens, fine for MiniGrid's 7x7x3 codes)."""
+    training_precision: Literal["fp32", "bf16"] = "fp32"
+    """Precision of the training pass of txrl's memory learners: ``bf16`` runs the trunk's
+    products under bfloat16 autocast (weights, heads and optimizer stay fp32; acting is
+    always fp32). For GPUs and CPUs with bf16 units; the training pass then matches the
+    acting pass to about 1e-2, not 1e-5 (see MemoryActorCriticPolicy)."""
     inapplicable: Literal["error", "drop"] = "error"
     """What to do with settings the chosen backbone does not have (``gate`` or ``n_heads``
     for ``lstm``): ``error`` names them all; ``drop`` clears them, so switching backbone is
@@ -127,6 +132,8 @@ class PolicyConfig:
         )
         if self.backbone_kwargs:
             kwargs["backbone_kwargs"] = dict(self.backbone_kwargs)
+        if self.training_precision != "fp32":
+            kwargs["training_precision"] = self.training_precision
         if self.net_arch is not None:
             kwargs["net_arch"] = (
                 list(self.net_arch)

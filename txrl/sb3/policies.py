@@ -10,6 +10,7 @@ sits inside is a setting (``backbone=...``) with one alias class per built-in ch
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from typing import Any, ClassVar
 
@@ -31,6 +32,9 @@ from torch import nn
 from txrl.nn.protocol import Backbone, BackboneOutput, make_backbone
 from txrl.nn.state import as_state, clone_state
 from txrl.sb3.extractors import SymbolicGridExtractor, grid_convolutions, is_symbolic_grid
+
+#: Precisions of the training pass (``training_precision``); acting is always fp32.
+TRAINING_PRECISIONS = ("fp32", "bf16")
 
 BACKBONE_KEYS = (
     "n_layers",
@@ -105,6 +109,12 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
     :param n_layers, d_model, n_heads, memory_length, gate, gate_bias, hidden_size: backbone
         settings; ``None`` keeps the backbone's own default.
     :param backbone_kwargs: further settings of the chosen backbone (e.g. a variant's own).
+    :param training_precision: ``"fp32"``, or ``"bf16"``: the training pass
+        (:meth:`evaluate_sequences`) runs the features extractor, backbone and MLPs under
+        ``torch.autocast`` with bfloat16 products (weights, gradients, optimizer and heads
+        stay fp32). Acting and ``predict`` always run in fp32, so the rollout's log-probs
+        and values are exact; under bf16 the training pass recomputes them within the
+        tolerance that ``tests/sb3/test_precision.py`` states, not to 1e-5.
     The other parameters are those of SB3's ``ActorCriticPolicy``; the features extractor is
     always shared, since actor and critic share one memory.
     """
@@ -128,9 +138,16 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         gate_bias: float | None = None,
         hidden_size: int | None = None,
         backbone_kwargs: dict[str, Any] | None = None,
+        training_precision: str = "fp32",
         share_features_extractor: bool = True,
         **kwargs: Any,
     ) -> None:
+        if training_precision not in TRAINING_PRECISIONS:
+            raise ValueError(
+                f"training_precision must be one of {', '.join(TRAINING_PRECISIONS)}, "
+                f"got {training_precision!r}"
+            )
+        self.training_precision = training_precision
         if not share_features_extractor:
             raise ValueError(
                 "memory policies share one features extractor and one memory between actor and critic"
@@ -183,7 +200,14 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         data["backbone"] = self.backbone_name
         data["backbone_kwargs"] = {k: v for k, v in settings.items() if k not in BACKBONE_KEYS}
         data.update({k: v for k, v in settings.items() if k in BACKBONE_KEYS})
+        data["training_precision"] = self.training_precision
         return data
+
+    def _training_autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bfloat16 autocast on the policy's device for ``training_precision="bf16"``."""
+        if self.training_precision == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     @classmethod
     def valid_kwargs(cls) -> list[str]:
@@ -291,7 +315,10 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         Also returns the distribution (for losses that need it, e.g. V-MPO's KL) and the
         backbone output (auxiliary losses and diagnostics).
         """
-        latent_pi, latent_vf, out = self._latent(obs, state, episode_starts, stats=stats)
+        with self._training_autocast():
+            latent_pi, latent_vf, out = self._latent(obs, state, episode_starts, stats=stats)
+        # the heads, the distribution and the losses in fp32 whatever the trunk ran in
+        latent_pi, latent_vf = latent_pi.float(), latent_vf.float()
         distribution = self._get_action_dist_from_latent(latent_pi)
         log_prob = distribution.log_prob(actions)
         values = self.value_net(latent_vf).flatten()
