@@ -125,3 +125,44 @@ def test_the_loss_config_takes_the_learner_defaults() -> None:
 
 def test_learners_are_listed_once() -> None:
     assert len({learner.name for learner in learners()}) == len(learners())
+
+
+def test_lin_rates_decay_linearly_to_zero_over_the_budget() -> None:
+    """rl-baselines3-zoo's ``lin_<x>``: x at the start, 0 at the end of the budget."""
+    import gymnasium as gym
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.utils import LinearSchedule
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    import txrl.envs  # noqa: F401 - registers the tasks
+    from tests._runs import TINY
+
+    ppo = dict(TINY["ppo"], learning_rate="lin_1e-3", clip_range="lin_0.2")
+    config = TrainConfig.from_dict(dict(TINY, ppo=ppo))
+    kwargs = get_learner("ppo").settings_kwargs(config.learner)
+    assert isinstance(kwargs["learning_rate"], LinearSchedule)
+    assert kwargs["learning_rate"](0.25) == pytest.approx(2.5e-4)
+    assert kwargs["clip_range"](0.5) == pytest.approx(0.1)
+
+    rates: list[float] = []
+
+    class Rates(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            rates.append(self.model.policy.optimizer.param_groups[0]["lr"])
+
+        def _on_step(self) -> bool:
+            return True
+
+    env = DummyVecEnv([lambda: gym.make("txrl/TMazePassive-v0", length=3)] * 2)
+    model = txrl.MemoryPPO("MlpGTrXLPolicy", env, policy_kwargs=config.policy.policy_kwargs(), **kwargs)
+    model.learn(8 * 32, callback=Rates())  # 8 rollouts of 16 steps x 2 envs
+    # before rollout k the previous update ran at progress 1 - k/8: 1e-3 * (1 - k/8)
+    assert rates == pytest.approx([1e-3 * (1 - k / 8) for k in range(8)])
+
+
+@pytest.mark.parametrize("bad", ["cos_1e-3", "lin_", "lin_0", "lin_-1e-3", "linear"])
+def test_a_rate_that_is_neither_a_number_nor_lin_is_refused(bad: str) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"ppo.learning_rate must be a number > 0 or a string lin_<number>, got '{bad}'"
+    ):
+        TrainConfig.from_dict({"ppo": {"learning_rate": bad}})

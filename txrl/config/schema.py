@@ -61,11 +61,27 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
+@dataclass(frozen=True)
+class Pattern:
+    """Form of a string field, attached with ``Annotated[str, Pattern(regex, "form")]``."""
+
+    regex: str
+    form: str  # the valid form in words, for messages
+
+    def matches(self, value: str) -> bool:
+        return re.fullmatch(self.regex, value) is not None
+
+
 PositiveInt = Annotated[int, Interval(1)]
 NonNegativeInt = Annotated[int, Interval(0)]
 PositiveFloat = Annotated[float, Interval(0, low_open=True)]
 NonNegativeFloat = Annotated[float, Interval(0)]
 UnitFloat = Annotated[float, Interval(0, 1)]
+#: rl-baselines3-zoo's notation of a linear schedule: ``lin_<start>``, from start to 0 over
+#: the run's budget (see :func:`txrl.learners.schedule`).
+LinearDecay = Annotated[str, Pattern(r"lin_(?=[0-9.]*[1-9])[0-9.]+([eE][+-]?[0-9]+)?", "lin_<number>")]
+#: A positive number, or ``lin_<number>`` for one that decays linearly to 0 over the run.
+PositiveRate = PositiveFloat | LinearDecay
 
 _NUMBER = re.compile(r"^[+-]?(\d[\d_]*\.?[\d_]*|\.\d[\d_]*)([eE][+-]?\d+)?$")
 
@@ -75,6 +91,9 @@ def _describe(hint: Any, plural: bool = False) -> str:
     origin = typing.get_origin(hint)
     if origin is Annotated:
         base, *extras = typing.get_args(hint)
+        forms = [e.form for e in extras if isinstance(e, Pattern)]
+        if forms:
+            return ("strings " if plural else "a string ") + " or ".join(forms)
         ranges = [e.describe() for e in extras if isinstance(e, Interval)]
         return " ".join([_describe(base, plural), *ranges])
     if origin in (Union, types.UnionType):
@@ -125,6 +144,8 @@ def _convert(value: Any, hint: Any, path: str) -> Any:
             raise bad from None
         for extra in extras:
             if isinstance(extra, Interval) and not extra.contains(converted):
+                raise bad
+            if isinstance(extra, Pattern) and not extra.matches(converted):
                 raise bad
         return converted
     if origin in (Union, types.UnionType):

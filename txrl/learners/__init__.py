@@ -78,11 +78,23 @@ class Learner:
             ) from e
 
     def settings_kwargs(self, settings: Any) -> dict[str, Any]:
-        """Keyword arguments of the algorithm's constructor for ``settings``."""
+        """Keyword arguments of the algorithm's constructor for ``settings`` (a ``lin_<x>``
+        value becomes SB3's linear schedule, see :func:`schedule`)."""
         return {f.name: _plain(getattr(settings, f.name)) for f in dataclasses.fields(settings)}
 
 
+def schedule(value: str) -> Any:
+    """SB3's schedule for rl-baselines3-zoo's ``lin_<x>``: x at the start of training,
+    falling linearly to 0 at its end (SB3's progress, which ``txrl train`` keeps over the
+    whole budget across resumes)."""
+    from stable_baselines3.common.utils import LinearSchedule
+
+    return LinearSchedule(float(value.removeprefix("lin_")), 0.0, 1.0)
+
+
 def _plain(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith("lin_"):
+        return schedule(value)
     return dict(value) if isinstance(value, dict) else value
 
 
@@ -205,5 +217,6 @@ __all__ = [
     "learners",
     "memory_policy",
     "register_learner",
+    "schedule",
     "settings_disagreements",
 ]

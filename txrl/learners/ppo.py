@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from txrl.config.schema import NonNegativeFloat, PositiveFloat, PositiveInt, UnitFloat
+from txrl.config.schema import (
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    PositiveRate,
+    UnitFloat,
+)
 from txrl.learners import CheckFinite, Learner, memory_policy
 
 
@@ -20,8 +26,8 @@ class PPOLossSettings:
     """Discount factor."""
     gae_lambda: UnitFloat = 0.95
     """GAE(lambda) of Schulman et al. (2016)."""
-    clip_range: PositiveFloat = 0.2
-    """PPO clip epsilon of the probability ratio."""
+    clip_range: PositiveRate = 0.2
+    """PPO clip epsilon of the probability ratio; ``lin_<number>``: decays linearly to 0."""
     clip_range_vf: PositiveFloat | None = None
     """Clip of the value prediction around its rollout value; ``null``: no clipping."""
     normalize_advantage: bool = True
@@ -42,8 +48,9 @@ class PPOLossSettings:
 class MemoryPPOSettings(PPOLossSettings):
     """Settings of :class:`txrl.MemoryPPO` (the ``ppo:`` section of a config)."""
 
-    learning_rate: PositiveFloat = 3e-4
-    """Adam step size."""
+    learning_rate: PositiveRate = 3e-4
+    """Adam step size; ``lin_<number>`` (rl-baselines3-zoo's notation): from that number at
+    the start linearly to 0 at the end of the budget."""
     n_steps: PositiveInt = 128
     """Steps per env per rollout; a rollout holds ``n_steps * n_envs`` transitions."""
     batch_size: PositiveInt = 256

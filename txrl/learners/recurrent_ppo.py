@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from txrl.config.schema import Interval, PositiveFloat, PositiveInt
+from txrl.config.schema import Interval, PositiveInt, PositiveRate
 from txrl.learners import Learner, encoder_prefix
 from txrl.learners.ppo import PPOLossSettings
 
@@ -26,8 +26,8 @@ class RecurrentPPOSettings(PPOLossSettings):
     are SB3's), and:
     """
 
-    learning_rate: PositiveFloat = 3e-4
-    """Adam step size."""
+    learning_rate: PositiveRate = 3e-4
+    """Adam step size; ``lin_<number>``: from that number linearly to 0 over the budget."""
     n_steps: PositiveInt = 128
     """Steps per env per rollout."""
     batch_size: Annotated[int, Interval(2)] = 128
