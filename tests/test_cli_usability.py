@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -363,3 +364,36 @@ def test_tensorboard_steps_are_single_valued_and_increasing_across_a_resume(
     straight_loss = scalar_steps(straight / TB_DIR)["train/loss"]
     assert scalar_steps(resumed / TB_DIR)["train/loss"] == [s for s in straight_loss if s != 128]
     assert scalar_steps(resumed / TB_DIR)["eval/success_rate"] == [0, 64, 128, 192]
+
+
+def test_a_resumed_run_keeps_counting_wall_clock_from_an_older_checkpoint(tmp_path: Path) -> None:
+    """A checkpoint written before checkpoints kept the run's clock: the resumed run's clock
+    goes on from the last evaluation before it, so eval.jsonl's wall_time_s never goes back."""
+    import pickle
+    import zipfile
+
+    from txrl.checkpoint import RESUME_MEMBER
+
+    run_dir = train_tiny(tmp_path, budget=128)
+    crash_after(run_dir, 64)
+    path = run_dir / CHECKPOINT_DIR / "step_000000064.zip"
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    state = pickle.loads(members[RESUME_MEMBER])
+    del state.__dict__["wall_time_s"]  # as an older txrl wrote it
+    members[RESUME_MEMBER] = pickle.dumps(state)
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+    # a clock far from this session's, to tell "went on from it" from "started again"
+    log = [json.loads(line) for line in (run_dir / EVAL_LOG).read_text().splitlines()]
+    log[1]["wall_time_s"] = 1000.0
+    (run_dir / EVAL_LOG).write_text("".join(json.dumps(e) + "\n" for e in log))
+
+    began = time.monotonic()
+    assert cli.main(["train", "--resume", str(run_dir)]) == 0
+    took = time.monotonic() - began
+    log = [json.loads(line) for line in (run_dir / EVAL_LOG).read_text().splitlines()]
+    assert [e["timesteps"] for e in log] == [0, 64, 128]
+    assert 1000.0 <= log[-1]["wall_time_s"] <= 1000.0 + took

@@ -234,13 +234,18 @@ class Run:
             _clear_dir(run_dir / TB_DIR)
             return run
         run.checkpoint, run.resume_state = found
-        # the clock goes on from the checkpoint's (0 for checkpoints older than the field)
-        run.started = time.monotonic() - getattr(found[1], "wall_time_s", 0.0)
         step = run.resume_state.num_timesteps
         run.eval_log.truncate(step)
+        # The clock goes on from the checkpoint's; a checkpoint from before it kept one goes
+        # on from its last evaluation's.
+        before = run.eval_log.read()
+        clock = vars(found[1]).get("wall_time_s")
+        if clock is None:
+            clock = before[-1].get("wall_time_s", 0.0) if before else 0.0
+        run.started = time.monotonic() - clock
         truncate_tensorboard(run_dir / TB_DIR, step)
         run.last_checkpoint = step
-        done = [e["timesteps"] for e in run.eval_log.read()]
+        done = [e["timesteps"] for e in before]
         run.last_eval = max(done) if done else None
         return run
 
