@@ -27,7 +27,9 @@ def fake_run(
     run_dir.mkdir(parents=True)
     (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(config))
     lines = [
-        json.dumps({"timesteps": t, "success_rate": s, "mean_return": 2 * s, "episodes": 10})
+        json.dumps(
+            {"timesteps": t, "success_rate": s, "mean_return": 2 * s, "episodes": 10, "wall_time_s": t / 8}
+        )
         for t, s in curve
     ]
     (run_dir / EVAL_LOG).write_text("\n".join(lines) + "\n")
@@ -79,14 +81,19 @@ def test_summaries_from_synthetic_logs(tmp_path: Path) -> None:
     assert float(rows["gtrxl"]["iqm"]) == pytest.approx(0.9)
     assert 0.8 <= float(rows["gtrxl"]["ci_low"]) <= float(rows["gtrxl"]["ci_high"]) <= 1.0
     assert float(rows["gtrxl"]["steps_to_threshold"]) == 96  # median of 64 and 128
+    assert float(rows["gtrxl"]["seconds_to_threshold"]) == 12  # their clocks: 8 and 16 s
     assert (rows["lstm"]["finished"], rows["lstm"]["reached"]) == ("1", "0")
     assert float(rows["lstm"]["mean"]) == pytest.approx(0.4)  # the unfinished seed is left out
 
     runs = read_csv(tmp_path / "runs.csv")
     assert [r["status"] for r in runs] == ["finished", "finished", "finished", "partial"]
     table = (tmp_path / "results.md").read_text()
-    assert "| memory | seeds | mean | IQM | 95% CI | steps to 0.5 | mean return |" in table
-    assert "| --- | --- | --- | --- | --- | --- | --- |" in table
+    assert (
+        "| memory | seeds | mean | IQM | 95% CI | steps to 0.5 | time to 0.5 | mean return |"
+        in table
+    )
+    assert "| --- | --- | --- | --- | --- | --- | --- | --- |" in table
+    assert "| 96 (2/2) | 12 s | 1.800 |" in table
     assert "| gtrxl | 2 | 0.900 | 0.900 |" in table
     assert "| lstm | 1/2 | 0.400 |" in table
     for png in ("curves.png", "final.png"):
@@ -310,7 +317,10 @@ def test_panels_get_their_own_tables_and_an_aggregate_over_tasks(tmp_path: Path)
     table = (out / "results.md").read_text()
     for title in ("## task: a", "## task: b", "## All tasks", "### Ranking against"):
         assert title in table
-    assert "| memory | seeds | mean | IQM | 95% CI | steps to 0.9 | mean return |" in table
+    assert (
+        "| memory | seeds | mean | IQM | 95% CI | steps to 0.9 | time to 0.9 | mean return |"
+        in table
+    )
     assert table.count("### Ranking against the reference") == 3  # each task, and all tasks
     # Min-max per task over all its runs: task a returns span [0, 2], task b [0, 1]. gru's
     # normalised scores are {1, 0.5} on a and {1, 1} on b: IQM of (0.5, 1, 1, 1) is 1;

@@ -305,6 +305,8 @@ class RunRecord:
     final: float  # the metric at the final evaluation (nan when unfinished)
     final_return: float
     steps_to_threshold: int | None
+    seconds_to_threshold: float | None = None  # the run's wall-clock at that evaluation
+    wall_time_s: float | None = None  # at its last evaluation (every session of the run)
 
 
 _SCORE_TEXT = {
@@ -320,7 +322,9 @@ def read_run(spec: RunSpec, metric: str, threshold: float, score: str = "final")
     timesteps = [int(e["timesteps"]) for e in entries]
     values = [math.nan if e.get(metric) is None else float(e[metric]) for e in entries]
     finished = is_finished(Path(spec.run_dir)) and bool(entries)
-    reached = next((t for t, v in zip(timesteps, values, strict=True) if v >= threshold), None)
+    first = next((i for i, v in enumerate(values) if v >= threshold), None)
+    reached = None if first is None else timesteps[first]
+    clock = [e.get("wall_time_s") for e in entries]
     return RunRecord(
         spec=spec,
         finished=finished,
@@ -331,6 +335,8 @@ def read_run(spec: RunSpec, metric: str, threshold: float, score: str = "final")
         else math.nan,
         final_return=float(entries[-1]["mean_return"]) if finished else math.nan,
         steps_to_threshold=reached,
+        seconds_to_threshold=None if first is None else clock[first],
+        wall_time_s=clock[-1] if clock else None,
     )
 
 
@@ -381,6 +387,9 @@ class VariantSummary:
     def row(self) -> dict[str, Any]:
         finals = self.finals
         reached = [r.steps_to_threshold for r in self.records if r.steps_to_threshold is not None]
+        seconds = [
+            r.seconds_to_threshold for r in self.records if r.seconds_to_threshold is not None
+        ]
         returns = [r.final_return for r in self.records if r.finished]
         return {
             "variant": self.variant,
@@ -393,6 +402,7 @@ class VariantSummary:
             "ci_high": self.estimate.high,
             "steps_to_threshold": float(np.median(reached)) if reached else math.nan,
             "reached": len(reached),
+            "seconds_to_threshold": float(np.median(seconds)) if seconds else math.nan,
             "mean_return": float(np.mean(returns)) if returns else math.nan,
         }
 
@@ -489,6 +499,8 @@ def summarise(
                 f"{config.score}_{config.metric}": r.final,
                 "final_mean_return": r.final_return,
                 "steps_to_threshold": r.steps_to_threshold,
+                "seconds_to_threshold": r.seconds_to_threshold,
+                "wall_time_s": r.wall_time_s,
                 "run_dir": os.path.relpath(r.spec.run_dir, out_dir),
             }
             for r in records
@@ -635,6 +647,12 @@ def _steps(x: float) -> str:
     return "–" if math.isnan(x) else (f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}")
 
 
+def _seconds(x: float) -> str:
+    if math.isnan(x):
+        return "–"
+    return f"{x / 60:.1f} min" if x >= 600 else f"{x:.0f} s"
+
+
 def _ci(interval: Interval) -> str:
     return "–" if math.isnan(interval.low) else f"[{_num(interval.low)}, {_num(interval.high)}]"
 
@@ -673,7 +691,9 @@ def results_markdown(
         f"# {config.name}: {config.score} {metric} across seeds",
         "",
         f"Seeds: {', '.join(map(str, config.seeds))}. {_SCORE_TEXT[config.score]} {how} Steps to {threshold}: median over the seeds that reached it (first "
-        f"evaluation with {metric} >= {threshold}), and how many did. Seeds shows "
+        f"evaluation with {metric} >= {threshold}), and how many did; time to {threshold}: "
+        "the median wall-clock of those runs at that evaluation (evaluations included, on the "
+        "machine and load the runs had). Seeds shows "
         "finished/all when some runs are unfinished; only finished runs count.",
     ]
     by_title = {c.title: c for c in comparisons}
@@ -701,7 +721,8 @@ def _variant_table(
     config: CompareConfig, variants: Sequence[VariantSummary], axes: Sequence[str]
 ) -> list[str]:
     threshold = f"{config.threshold:g}"
-    header = [*axes, "seeds", "mean", "IQM", "95% CI", f"steps to {threshold}", "mean return"]
+    header = [*axes, "seeds", "mean", "IQM", "95% CI", f"steps to {threshold}"]
+    header += [f"time to {threshold}", "mean return"]
     rows = []
     for v in variants:
         row = v.row()
@@ -714,6 +735,7 @@ def _variant_table(
                 _num(row["iqm"]),
                 _ci(v.estimate),
                 f"{_steps(row['steps_to_threshold'])} ({row['reached']}/{seeds})",
+                _seconds(row["seconds_to_threshold"]),
                 _num(row["mean_return"]),
             ]
         )
