@@ -28,7 +28,13 @@ def fake_run(
     (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(config))
     lines = [
         json.dumps(
-            {"timesteps": t, "success_rate": s, "mean_return": 2 * s, "episodes": 10, "wall_time_s": t / 8}
+            {
+                "timesteps": t,
+                "success_rate": s,
+                "mean_return": 2 * s,
+                "episodes": 10,
+                "wall_time_s": t / 8,
+            }
         )
         for t, s in curve
     ]

@@ -134,7 +134,7 @@ def test_lin_rates_decay_linearly_to_zero_over_the_budget() -> None:
     from stable_baselines3.common.utils import LinearSchedule
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    import txrl.envs  # noqa: F401 - registers the tasks
+    import txrl.envs  # registers the tasks
     from tests._runs import TINY
 
     ppo = dict(TINY["ppo"], learning_rate="lin_1e-3", clip_range="lin_0.2")
@@ -154,7 +154,9 @@ def test_lin_rates_decay_linearly_to_zero_over_the_budget() -> None:
             return True
 
     env = DummyVecEnv([lambda: gym.make("txrl/TMazePassive-v0", length=3)] * 2)
-    model = txrl.MemoryPPO("MlpGTrXLPolicy", env, policy_kwargs=config.policy.policy_kwargs(), **kwargs)
+    model = txrl.MemoryPPO(
+        "MlpGTrXLPolicy", env, policy_kwargs=config.policy.policy_kwargs(), **kwargs
+    )
     model.learn(8 * 32, callback=Rates())  # 8 rollouts of 16 steps x 2 envs
     # before rollout k the previous update ran at progress 1 - k/8: 1e-3 * (1 - k/8)
     assert rates == pytest.approx([1e-3 * (1 - k / 8) for k in range(8)])
@@ -163,6 +165,7 @@ def test_lin_rates_decay_linearly_to_zero_over_the_budget() -> None:
 @pytest.mark.parametrize("bad", ["cos_1e-3", "lin_", "lin_0", "lin_-1e-3", "linear"])
 def test_a_rate_that_is_neither_a_number_nor_lin_is_refused(bad: str) -> None:
     with pytest.raises(
-        ConfigError, match=rf"ppo.learning_rate must be a number > 0 or a string lin_<number>, got '{bad}'"
+        ConfigError,
+        match=rf"ppo.learning_rate must be a number > 0 or a string lin_<number>, got '{bad}'",
     ):
         TrainConfig.from_dict({"ppo": {"learning_rate": bad}})

@@ -51,7 +51,9 @@ def trained(algo: type, precision: str) -> MemoryPPO | VMPO:
     return model
 
 
-def recompute(model: MemoryPPO | VMPO) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def recompute(
+    model: MemoryPPO | VMPO,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The training pass over the whole rollout: values, log-probs and the acting pass's."""
     batch = model.rollout_buffer.all_segments(model.policy.backbone, model.segment_length)
     values, log_prob, _, _, _ = model.evaluate_batch(batch)
@@ -82,7 +84,9 @@ def test_bf16_gradient_points_as_fp32() -> None:
         model.policy.zero_grad()
         values, log_prob, _, _ = recompute(model)
         (log_prob.mean() + values.pow(2).mean()).backward()
-        return torch.cat([p.grad.flatten() for p in model.policy.parameters() if p.grad is not None])
+        return torch.cat(
+            [p.grad.flatten() for p in model.policy.parameters() if p.grad is not None]
+        )
 
     bf16, fp32 = gradient("bf16"), gradient("fp32")
     assert torch.nn.functional.cosine_similarity(bf16, fp32, dim=0) >= 0.999
@@ -99,7 +103,9 @@ def test_bf16_learns_finite_and_is_kept_by_save_and_load(tmp_path) -> None:
 
 
 def test_unknown_precision_is_refused_with_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match=r"training_precision must be one of fp32, bf16, got 'fp16'"):
+    with pytest.raises(
+        ValueError, match=r"training_precision must be one of fp32, bf16, got 'fp16'"
+    ):
         MemoryPPO("MlpGTrXLPolicy", tmaze(), policy_kwargs=dict(SMALL, training_precision="fp16"))
 
 
@@ -108,8 +114,10 @@ def test_config_passes_it_to_memory_learners_and_refuses_it_for_recurrent_ppo() 
     config = TrainConfig.from_dict(base)
     assert config.policy.policy_kwargs()["training_precision"] == "bf16"
     assert "training_precision" not in TrainConfig.from_dict({}).policy.policy_kwargs()
-    rppo = dict(base, algo="recurrent_ppo", policy={"backbone": "lstm", "training_precision": "bf16"})
-    with pytest.raises(ConfigError, match="policy.training_precision 'bf16' applies to"):
+    rppo = dict(
+        base, algo="recurrent_ppo", policy={"backbone": "lstm", "training_precision": "bf16"}
+    )
+    with pytest.raises(ConfigError, match=r"policy\.training_precision 'bf16' applies to"):
         resolve(TrainConfig.from_dict(rppo))
     with pytest.raises(ConfigError, match="training_precision"):
         TrainConfig.from_dict({"policy": {"training_precision": "fp16"}})

@@ -79,7 +79,9 @@ NonNegativeFloat = Annotated[float, Interval(0)]
 UnitFloat = Annotated[float, Interval(0, 1)]
 #: rl-baselines3-zoo's notation of a linear schedule: ``lin_<start>``, from start to 0 over
 #: the run's budget (see :func:`txrl.learners.schedule`).
-LinearDecay = Annotated[str, Pattern(r"lin_(?=[0-9.]*[1-9])[0-9.]+([eE][+-]?[0-9]+)?", "lin_<number>")]
+LinearDecay = Annotated[
+    str, Pattern(r"lin_(?=[0-9.]*[1-9])[0-9.]+([eE][+-]?[0-9]+)?", "lin_<number>")
+]
 #: A positive number, or ``lin_<number>`` for one that decays linearly to 0 over the run.
 PositiveRate = PositiveFloat | LinearDecay
 
