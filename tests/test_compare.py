@@ -142,6 +142,19 @@ def test_finished_runs_are_skipped_and_changed_configs_refused(tmp_path: Path) -
         compare(changed, tmp_path, echo=lines.append)
 
 
+def test_runs_started_before_a_setting_existed_still_count(tmp_path: Path) -> None:
+    """A run whose config.yaml predates a setting (here policy.training_precision, absent,
+    so its default) is the same run, not a different config: a study survives an upgrade."""
+    config = load_compare_config(TINY)
+    for spec in plan(config, tmp_path):
+        older = yaml.safe_load(yaml.safe_dump(spec.config))
+        del older["policy"]["training_precision"]
+        fake_run(Path(spec.run_dir), older, [(0, 0.0), (128, 1.0)])
+    lines: list[str] = []
+    _, outcomes = compare(config, tmp_path, echo=lines.append)
+    assert outcomes == [] and "4 finished (skipped)" in lines[0]
+
+
 def _check_outputs(out: Path) -> None:
     rows = read_csv(out / "results.csv")
     assert [r["variant"] for r in rows] == ["gtrxl", "lstm"]

@@ -123,6 +123,9 @@ def _check_same_config(spec: RunSpec) -> None:
     if not path.exists():
         return
     stored = yaml.safe_load(path.read_text())
+    with contextlib.suppress(ConfigError):
+        # as this version reads it: a setting added since the run started takes its default
+        stored = TrainConfig.from_dict(stored).to_dict()
     if stored != spec.config:
         changed = sorted(_diff(stored, spec.config))
         raise ConfigError(
