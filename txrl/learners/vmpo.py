@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from txrl.config.schema import NonNegativeFloat, PositiveFloat, PositiveInt, PositiveRate, UnitFloat
+from txrl.config.schema import (
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    PositiveRate,
+    UnitFloat,
+)
 from txrl.learners import CheckFinite, Learner, memory_policy
 
 
@@ -23,9 +29,10 @@ class VMPOSettings:
 
     learning_rate: PositiveRate = 1e-3
     """Adam step size (``lin_<number>``: from that number linearly to 0 over the budget);
-    the Lagrange multipliers are trained by the same optimizer. The paper fixes 1e-4 (Sec. 4) for its large-batch, many-learner-step regime; at this library's
-    rollout sizes 1e-4 with one pass moved the policy by a KL of ~0 per update and learned
-    nothing on the passive T-maze, 1e-3 with 4 passes learns it (results/vmpo_defaults)."""
+    the Lagrange multipliers are trained by the same optimizer. The paper fixes 1e-4
+    (Sec. 4) for its large-batch, many-learner-step regime; at this library's rollout sizes
+    1e-4 with one pass moved the policy by a KL of ~0 per update and learned nothing on the
+    passive T-maze, 1e-3 with 4 passes learns it (results/vmpo_defaults)."""
     n_steps: PositiveInt = 128
     """Steps per env per rollout."""
     batch_size: PositiveInt = 256
