@@ -1,8 +1,8 @@
 """Learning curves and a summary table of ``txrl train`` runs, from their ``eval.jsonl``.
 
 Each run directory holds one JSON line per periodic evaluation (success rate with its 95%
-interval, mean return, wall-clock). This script draws success rate against env steps, one
-line per run, and writes a Markdown table of the last evaluation of each run::
+interval, mean return, wall-clock). This script draws success rate (or, for tasks without
+one, the mean return) against env steps, one line per run, and writes a Markdown table of the last evaluation of each run::
 
     python results/plot_runs.py RUN_DIR [RUN_DIR ...] --out results/minigrid_memory_s9
 
@@ -58,20 +58,23 @@ def main() -> None:
         names = [f"{run.parent.name}/{run.name}" for run in args.runs]
     runs = {name: read_evals(run) for name, run in zip(names, args.runs, strict=True)}
 
+    # success rate where every evaluation has one; else the mean return (e.g. POPGym)
+    success = all(r.get("success_rate") is not None for rows in runs.values() for r in rows)
+    metric, ci_key = ("success_rate", "success_ci95") if success else ("mean_return", "return_ci95")
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for name, rows in runs.items():
         steps = [r["timesteps"] for r in rows]
-        success = [r["success_rate"] for r in rows]
-        low = [r["success_ci95"][0] for r in rows]
-        high = [r["success_ci95"][1] for r in rows]
-        (line,) = ax.plot(steps, success, marker=".", label=name)
+        low = [r[ci_key][0] for r in rows]
+        high = [r[ci_key][1] for r in rows]
+        (line,) = ax.plot(steps, [r[metric] for r in rows], marker=".", label=name)
         ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
-    ax.axhline(0.5, color="grey", linestyle=":", linewidth=1, label="chance")
+    if success:
+        ax.axhline(0.5, color="grey", linestyle=":", linewidth=1, label="chance")
+        ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("env steps")
-    ax.set_ylabel("success rate (greedy)")
-    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("success rate (greedy)" if success else "mean return (greedy)")
     ax.set_title(args.title or args.out.name)
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="best", fontsize="x-small" if len(runs) > 12 else "small")
     fig.tight_layout()
     _atomic_write(args.out / "curves.png", lambda p: fig.savefig(p, dpi=120, format="png"))
 
@@ -82,9 +85,10 @@ def main() -> None:
     lines = [header, "|---|---|---|---|---|---|---|---|"]
     for name, rows in runs.items():
         last = rows[-1]
-        ci = "[{:.2f}, {:.2f}]".format(*last["success_ci95"])
+        rate = "–" if last.get("success_rate") is None else f"{last['success_rate']:.2f}"
+        ci = "–" if rate == "–" else "[{:.2f}, {:.2f}]".format(*last["success_ci95"])
         lines.append(
-            f"| {name} | {last['timesteps']} | {last['success_rate']:.2f} | {ci} | "
+            f"| {name} | {last['timesteps']} | {rate} | {ci} | "
             f"{last['mean_return']:.3f} | {last['episodes']} | {last['wall_time_s']:.0f} | "
             f"{last['timesteps'] / max(last['wall_time_s'], 1e-9):.0f} |"
         )
