@@ -24,7 +24,17 @@ from txrl import MemoryPPO
 
 LENGTH = 3  # corridor length: the cue must be held for 4 steps
 BUDGET = 20_000  # memoryless PPO's budget; memory learners stop once solved, within 2x this
-HYPER = {"n_steps": 32, "batch_size": 64, "n_epochs": 4, "learning_rate": 3e-3, "seed": 0}
+# An entropy bonus keeps the policy from settling on one arm before the memory pays: without
+# it (SB3's default 0) seed 0 sat at 0.46 for 100k steps on one machine while seeds 1-7
+# solved the task in 4-8k; with 0.01, seeds 0-15 all solved it within 25k.
+HYPER = {
+    "n_steps": 32,
+    "batch_size": 64,
+    "n_epochs": 4,
+    "learning_rate": 3e-3,
+    "ent_coef": 0.01,
+    "seed": 0,
+}
 
 
 def tmaze(n_envs: int, seed: int) -> DummyVecEnv:
