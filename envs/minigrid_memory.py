@@ -30,6 +30,11 @@ of the two objects at the hallway's end.
 keeps only those actions (:class:`~txrl.envs.wrappers.DiscreteActionSubset`); the task needs
 no others, the upstream task offers all 7 (pickup, drop, toggle and done change nothing here).
 
+Observations are memoised (:class:`~txrl.envs._minigrid_cached.CachedViewMemoryEnv`): the
+grid of a Memory episode never changes, so each view (layout, cell, heading) is built once by
+MiniGrid's own code and copied after that, the same arrays several times faster;
+``cache_views=False`` steps the upstream class as it is.
+
 Ids (registered by :func:`txrl.envs.register_envs`): ``txrl/MiniGrid-MemoryS7-v0``, ``S9``,
 ``S11``, ``S13``, ``S13Random``, ``S17Random``, one per upstream ``MiniGrid-Memory*-v0``.
 Extra kwargs (``max_steps``, ``render_mode``, ...) go to ``minigrid.envs.MemoryEnv``.
@@ -114,6 +119,7 @@ def make_minigrid_memory(
     upstream_id: str,
     with_direction: bool = False,
     actions: Sequence[str] | None = None,
+    cache_views: bool = True,
     **kwargs: Any,
 ) -> gym.Env:
     """Build a MiniGrid Memory env with the compact observation described in the module doc.
@@ -128,8 +134,9 @@ def make_minigrid_memory(
     valid = tuple(MINIGRID_MEMORY_IDS.values())
     if upstream_id not in valid:
         raise ValueError(f"upstream_id must be one of {valid}, got {upstream_id!r}")
-    if with_direction not in (True, False):
-        raise ValueError(f"with_direction must be True or False, got {with_direction!r}")
+    for flag, value in (("with_direction", with_direction), ("cache_views", cache_views)):
+        if value not in (True, False):
+            raise ValueError(f"{flag} must be True or False, got {value!r}")
     try:
         importlib.import_module("minigrid")  # registers the upstream ids
         from minigrid.wrappers import ImgObsWrapper
@@ -142,7 +149,11 @@ def make_minigrid_memory(
     # the txrl id already adds the env checker and order enforcement, once.
     spec = gym.spec(upstream_id)
     assert isinstance(spec.entry_point, str)
-    env = load_env_creator(spec.entry_point)(**{**spec.kwargs, **kwargs})
+    if cache_views:
+        from ._minigrid_cached import CachedViewMemoryEnv as creator
+    else:
+        creator = load_env_creator(spec.entry_point)
+    env = creator(**{**spec.kwargs, **kwargs})
     env = EpisodeSuccessInfo(MemoryStepsInfo(env), rule="positive_reward_on_termination")
     if actions is not None:
         from minigrid.core.actions import Actions

@@ -154,3 +154,41 @@ def test_decision_step_is_the_move_onto_an_end_object() -> None:
         _, terminated, _, info = _walk_to(env, getattr(grid_env, target))
         assert terminated
         assert info["decision_step"] == grid_env.step_count - steps_before - 1
+
+
+@pytest.mark.parametrize("upstream_id", ["MiniGrid-MemoryS9-v0", "MiniGrid-MemoryS13Random-v0"])
+def test_cached_views_equal_upstream_step_for_step(upstream_id: str) -> None:
+    """The memoised env gives upstream's observations, rewards and flags, every step, with
+    all 7 actions (pick-up, drop and toggle included) over many episodes and layouts."""
+    from txrl.envs.minigrid_memory import make_minigrid_memory
+
+    kwargs = {"with_direction": True, "max_steps": 40}  # short episodes: many layouts
+    cached = make_minigrid_memory(upstream_id, **kwargs)
+    upstream = make_minigrid_memory(upstream_id, cache_views=False, **kwargs)
+    assert type(cached.unwrapped) is not type(upstream.unwrapped)
+    rng = np.random.default_rng(0)
+    episodes = 0
+    for seed in range(4):
+        a, _ = cached.reset(seed=seed)
+        b, _ = upstream.reset(seed=seed)
+        for _ in range(500):
+            assert np.array_equal(a["image"], b["image"]) and a["direction"] == b["direction"]
+            action = int(rng.integers(7))
+            a, ra, ta, ua, ia = cached.step(action)
+            b, rb, tb, ub, ib = upstream.step(action)
+            assert (ra, ta, ua, ia) == (rb, tb, ub, ib)
+            if ta or ua:
+                episodes += 1
+                a, _ = cached.reset()
+                b, _ = upstream.reset()
+    assert episodes >= 40
+    assert cached.unwrapped._views  # the views were cached, not rebuilt every step
+
+
+def test_cached_view_is_a_copy() -> None:
+    env = gym.make("txrl/MiniGrid-MemoryS9-v0")
+    obs, _ = env.reset(seed=0)
+    first = obs.copy()
+    obs[:] = 0  # a caller writing into its observation must not change the cached view
+    env.unwrapped.agent_dir = env.unwrapped.agent_dir  # same cell, same heading
+    assert np.array_equal(env.unwrapped.gen_obs()["image"], first)
