@@ -64,13 +64,19 @@ class CachedViewMemoryEnv(MemoryEnv):
         return {"image": image.copy(), "direction": self.agent_dir, "mission": self.mission}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        # Only pick-up, drop and toggle could change a grid; in this task none does (pick-up
-        # is toggle, and keys and balls ignore it). Should one ever change it (a subclass, a
-        # new upstream version), the layout is keyed anew and the observation made again.
-        moves = (self.actions.left, self.actions.right, self.actions.forward)
-        before = None if action in moves else self.grid.encode().tobytes()
+        # Only pick-up, drop and toggle could change a grid: by putting or removing an object
+        # (a cell of ``grid.grid`` replaced) or by toggling the one in front (its state). In
+        # this task none does (pick-up is toggle, and keys and balls ignore it). Should one
+        # ever change it (a subclass, a new upstream version), the layout is keyed anew and
+        # the observation made again.
+        if action in (self.actions.left, self.actions.right, self.actions.forward):
+            return super().step(action)
+        cells = list(self.grid.grid)
+        front = self.grid.get(*self.front_pos)
+        state = None if front is None else front.encode()
         obs, reward, terminated, truncated, info = super().step(action)
-        if before is not None and self.grid.encode().tobytes() != before:
+        replaced = any(a is not b for a, b in zip(cells, self.grid.grid))
+        if replaced or (front is not None and front.encode() != state):
             self._layout = None
             obs = self.gen_obs()
         return obs, reward, terminated, truncated, info

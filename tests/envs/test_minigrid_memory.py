@@ -192,3 +192,32 @@ def test_cached_view_is_a_copy() -> None:
     obs[:] = 0  # a caller writing into its observation must not change the cached view
     env.unwrapped.agent_dir = env.unwrapped.agent_dir  # same cell, same heading
     assert np.array_equal(env.unwrapped.gen_obs()["image"], first)
+
+
+def test_cached_views_follow_a_grid_that_changes() -> None:
+    """Should an action change the grid (a door toggled, an object dropped: not possible in
+    the Memory task itself), the cached env re-keys its layout and still matches upstream."""
+    from minigrid.core.world_object import Ball, Door
+
+    from txrl.envs.minigrid_memory import make_minigrid_memory
+
+    toggle, drop = 5, 4  # MiniGrid's action numbers
+    envs = [make_minigrid_memory("MiniGrid-MemoryS9-v0", cache_views=c) for c in (True, False)]
+    for env in envs:
+        env.reset(seed=3)
+        grid_env = env.unwrapped
+        grid_env.agent_pos = (2, grid_env.height // 2)  # facing east along the corridor
+        grid_env.grid.set(*grid_env.front_pos, Door("red", is_open=False))
+    cached, upstream = envs
+    cached.unwrapped.gen_obs()  # cache the view with the door closed
+    for action in (toggle, toggle, toggle):  # open, close, open
+        a, *_ = cached.step(action)
+        b, *_ = upstream.step(action)
+        assert np.array_equal(a, b)
+    for env in envs:  # walk through the open door, then drop a ball behind it
+        env.unwrapped.carrying = Ball("blue")
+    for action in (2, 0, 0, drop):
+        a, *_ = cached.step(action)
+        b, *_ = upstream.step(action)
+        assert np.array_equal(a, b)
+    assert upstream.unwrapped.carrying is None  # the ball was dropped: the grid changed
