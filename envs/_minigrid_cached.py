@@ -75,7 +75,7 @@ class CachedViewMemoryEnv(MemoryEnv):
         front = self.grid.get(*self.front_pos)
         state = None if front is None else front.encode()
         obs, reward, terminated, truncated, info = super().step(action)
-        replaced = any(a is not b for a, b in zip(cells, self.grid.grid))
+        replaced = any(a is not b for a, b in zip(cells, self.grid.grid, strict=True))
         if replaced or (front is not None and front.encode() != state):
             self._layout = None
             obs = self.gen_obs()
