@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from txrl.compare import compare, plan, summarise
+from txrl.compare import compare, parse_only, plan, summarise
 from txrl.config import ConfigError, load_compare_config
 from txrl.evaluate import bootstrap_ci, iqm, wilson_interval
 from txrl.train import CHECKPOINT_DIR, CONFIG_FILE, EVAL_LOG, FINAL_CHECKPOINT, RESUME_LOG
@@ -375,3 +375,37 @@ def test_summaries_without_rliable_fall_back_and_say_so(
     assert (
         "Kendall's tau and the probabilities of improvement: –, txrl.stats needs rliable." in table
     )
+
+
+def test_only_runs_part_of_the_grid_and_summarises_all_of_it(tmp_path: Path) -> None:
+    """``--only`` picks runs by axis label and seed; the rest of the grid is left alone, and
+    the summary counts every finished run, whichever process ran it."""
+    config = load_compare_config(TINY)
+    gtrxl_runs = [s for s in plan(config, tmp_path) if s.variant == "gtrxl"]
+    for spec in gtrxl_runs:  # the gtrxl half of the grid ran elsewhere
+        fake_run(Path(spec.run_dir), spec.config, [(0, 0.0), (128, 1.0)])
+    lines: list[str] = []
+    _, outcomes = compare(
+        config, tmp_path, workers=1, only=parse_only(["memory=lstm", "seed=1"]), echo=lines.append
+    )
+    lstm = tmp_path / "runs" / "lstm"
+    assert [o["run_dir"] for o in outcomes] == [str((lstm / "seed_1").resolve())]
+    assert not (lstm / "seed_0").exists()
+    assert "--only: 1 of them selected, 1 to run" in lines[1]
+    rows = {r["variant"]: r for r in read_csv(tmp_path / "results.csv")}
+    assert rows["gtrxl"]["finished"] == "2" and rows["lstm"]["finished"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("only", "message"),
+    [
+        (["task=x"], r"no axis 'task'; axes: memory, seed"),
+        (["memory=gru"], r"no label gru; valid: gtrxl, lstm"),
+        (["seed=7"], r"no label 7; valid: 0, 1"),
+        (["memory"], r"--only takes AXIS=LABEL"),
+    ],
+)
+def test_only_names_what_is_valid(tmp_path: Path, only: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        compare(load_compare_config(TINY), tmp_path, only=parse_only(only), echo=lambda _: None)
+    assert not (tmp_path / "runs").exists()  # nothing was started

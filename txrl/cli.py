@@ -148,7 +148,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from txrl.compare import compare
+    from txrl.compare import compare, parse_only
     from txrl.config import load_compare_config
 
     config = load_compare_config(args.config, args.set)
@@ -159,6 +159,7 @@ def _compare(args: argparse.Namespace) -> int:
         workers=args.workers,
         address=args.address,
         aggregate_only=args.aggregate_only,
+        only=parse_only(args.only),
     )
     print()
     print((Path(args.out or Path("runs") / str(config.name)) / "results.md").read_text())
@@ -268,6 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="override a key of the compare config, e.g. --set base.budget=2000",
+    )
+    comp.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="AXIS=LABEL[,LABEL]",
+        help="run only these runs of the grid (repeatable; seed=N[,N] picks seeds), e.g. "
+        "--only model=recurrent_ppo --only seed=0,1; the summary covers every finished run",
     )
     comp.add_argument(
         "--aggregate-only", action="store_true", help="only summarise the runs already there"

@@ -44,7 +44,7 @@ import multiprocessing
 import os
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -972,6 +972,46 @@ def plot_ranking(
 # ---------------------------------------------------------------------------- entry point
 
 
+def parse_only(texts: Sequence[str]) -> dict[str, set[str]]:
+    """``["model=gtrxl,lstm", "seed=0"]`` -> ``{"model": {"gtrxl", "lstm"}, "seed": {"0"}}``."""
+    only: dict[str, set[str]] = {}
+    for text in texts:
+        key, sep, labels = text.partition("=")
+        values = {v.strip() for v in labels.split(",") if v.strip()}
+        if not sep or not key.strip() or not values:
+            raise ConfigError(f"--only takes AXIS=LABEL[,LABEL...] (or seed=N[,N...]), got {text!r}")
+        only.setdefault(key.strip(), set()).update(values)
+    return only
+
+
+def select_runs(
+    config: CompareConfig, specs: Sequence[RunSpec], only: Mapping[str, set[str]]
+) -> list[RunSpec]:
+    """The runs of ``specs`` whose label on each axis of ``only`` (and seed, under the key
+    ``seed``) is one of those given; an unknown axis or label is an error naming the valid ones."""
+    valid: dict[str, set[str]] = {"seed": {str(seed) for seed in config.seeds}}
+    for spec in specs:
+        for axis, label in spec.labels:
+            valid.setdefault(axis, set()).add(label)
+    problems = []
+    for key, labels in only.items():
+        if key not in valid:
+            problems.append(f"--only: no axis {key!r}; axes: {', '.join(sorted(valid))}")
+        elif labels - valid[key]:
+            problems.append(
+                f"--only {key}: no label {', '.join(sorted(labels - valid[key]))}; "
+                f"valid: {', '.join(sorted(valid[key]))}"
+            )
+    if problems:
+        raise ConfigError(problems)
+
+    def wanted(spec: RunSpec) -> bool:
+        labels = {**dict(spec.labels), "seed": str(spec.seed)}
+        return all(labels[key] in allowed for key, allowed in only.items())
+
+    return [spec for spec in specs if wanted(spec)]
+
+
 def compare(
     config: CompareConfig,
     out_dir: str | Path | None = None,
@@ -980,23 +1020,32 @@ def compare(
     workers: int | None = None,
     address: str | None = None,
     aggregate_only: bool = False,
+    only: Mapping[str, set[str]] | None = None,
     echo: Callable[[str], None] = print,
 ) -> tuple[list[VariantSummary], list[dict[str, Any]]]:
-    """Run the grid (skipping finished runs, resuming partial ones) and summarise it."""
+    """Run the grid (skipping finished runs, resuming partial ones) and summarise it.
+
+    ``only`` (see :func:`select_runs`) runs part of the grid, e.g. one learner or some seeds
+    on another machine into the same ``out_dir``; the summary covers every finished run of
+    the grid, whichever process ran it.
+    """
     if backend not in ("local", "ray"):
         raise ConfigError(f"backend must be local or ray, got {backend!r}")
     out = Path(out_dir) if out_dir is not None else Path("runs") / (config.name or "compare")
-    out.mkdir(parents=True, exist_ok=True)
     specs = plan(config, out)
+    chosen = select_runs(config, specs, only) if only else specs
+    out.mkdir(parents=True, exist_ok=True)
     (out / "compare.yaml").write_text(dump_yaml(to_plain(config)))
     status = {spec.run_dir: spec.status() for spec in specs}
-    todo = [s for s in specs if status[s.run_dir] != "finished"]
+    todo = [s for s in chosen if status[s.run_dir] != "finished"]
     counts = {k: sum(v == k for v in status.values()) for k in ("finished", "partial", "new")}
     workers = workers or config.workers or _cpu_count()
     echo(
         f"{len(specs) // len(config.seeds)} variants x {len(config.seeds)} seeds = {len(specs)} runs: "
         f"{counts['finished']} finished (skipped), {counts['partial']} to resume, {counts['new']} new"
     )
+    if only:
+        echo(f"--only: {len(chosen)} of them selected, {len(todo)} to run")
     outcomes: list[dict[str, Any]] = []
     if todo and not aggregate_only:
         echo(f"running {len(todo)} on the {backend} backend with {workers} workers -> {out}")
