@@ -979,7 +979,9 @@ def parse_only(texts: Sequence[str]) -> dict[str, set[str]]:
         key, sep, labels = text.partition("=")
         values = {v.strip() for v in labels.split(",") if v.strip()}
         if not sep or not key.strip() or not values:
-            raise ConfigError(f"--only takes AXIS=LABEL[,LABEL...] (or seed=N[,N...]), got {text!r}")
+            raise ConfigError(
+                f"--only takes AXIS=LABEL[,LABEL...] (or seed=N[,N...]), got {text!r}"
+            )
         only.setdefault(key.strip(), set()).update(values)
     return only
 
