@@ -409,3 +409,56 @@ def test_only_names_what_is_valid(tmp_path: Path, only: list[str], message: str)
     with pytest.raises(ConfigError, match=message):
         compare(load_compare_config(TINY), tmp_path, only=parse_only(only), echo=lambda _: None)
     assert not (tmp_path / "runs").exists()  # nothing was started
+
+
+def test_killed_compare_takes_its_workers_with_it(tmp_path: Path) -> None:
+    """A compare process killed outright (SIGKILL, no chance to clean up) leaves no worker
+    training on and holding its run, so the next compare can resume that run."""
+    import fcntl
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from txrl.train import LOCK_FILE
+
+    endless = ["--set", "base.budget=100000000", "--set", "base.checkpoint.every=100000000"]
+    one_run = ["--workers", "1", "--only", "memory=lstm", "--only", "seed=0"]
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "txrl",
+            "compare",
+            str(TINY),
+            "--out",
+            str(tmp_path),
+            *one_run,
+            *endless,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    run_dir = tmp_path / "runs" / "lstm" / "seed_0"
+    deadline = time.monotonic() + 120
+
+    def held() -> bool:
+        with open(run_dir / LOCK_FILE, "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return False
+
+    try:
+        while not ((run_dir / EVAL_LOG).exists() and held()):  # the worker is training
+            assert parent.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while held():
+        assert time.monotonic() < deadline, "the worker outlived its compare process"
+        time.sleep(0.2)

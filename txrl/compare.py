@@ -42,6 +42,7 @@ import itertools
 import math
 import multiprocessing
 import os
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -187,11 +188,38 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
 Report = Callable[[RunSpec, dict[str, Any]], None]
 
 
+#: Seconds between a pool worker's looks at whether the compare process is still there.
+PARENT_CHECK_SECONDS = 1.0
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Pool initializer: end this worker when the compare process that started it is gone.
+
+    A compare stopped by ``kill`` (SIGTERM or SIGKILL; Ctrl-C reaches the workers anyway)
+    would otherwise leave its workers training on, holding their runs' locks, so the next
+    ``txrl compare`` would find those runs taken. The worker's run resumes from its last
+    checkpoint (written atomically) the next time.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="txrl-exit-with-parent", daemon=True).start()
+
+
 def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[dict[str, Any]]:
-    """Run ``specs`` in a pool of ``workers`` processes (spawned: no forked torch state)."""
+    """Run ``specs`` in a pool of ``workers`` processes (spawned: no forked torch state),
+    which end with this process however it ends (:func:`_exit_with_parent`)."""
     outcomes = []
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         futures = {pool.submit(execute_run, spec): spec for spec in specs}
         for future in as_completed(futures):
             outcome = future.result()
