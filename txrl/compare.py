@@ -3,10 +3,13 @@
 A compare config (:class:`txrl.config.CompareConfig`) expands into runs, one per variant and
 seed. Each run is an ordinary training run (:func:`txrl.train.train`) in its own directory,
 so a re-invoked comparison skips finished runs (their ``checkpoints/final.zip`` exists) and
-resumes half-done ones from their last checkpoint. Backends:
+resumes half-done ones from their last checkpoint; ``only`` (``--only AXIS=LABEL``,
+``--only seed=N``) runs part of the grid, so a study can be spread over sessions or
+machines into one output directory. Backends:
 
 * ``local`` (default): a process pool (``spawn``) of ``workers`` processes, by default one
-  per CPU core, each run with one torch thread;
+  per CPU core, each run with one torch thread; the workers end with the compare process,
+  however it is stopped;
 * ``ray``: the same runs as a Ray Tune grid (``tune.Tuner`` over ``tune.grid_search``, one CPU
   per trial) on a local Ray or an existing cluster (``--address``). On a multi-node cluster
   the output directory must be on a filesystem every node sees, and every node needs txrl.
