@@ -463,9 +463,9 @@ def aggregate_over_panels(
     """IQM over all runs and panels of each label combination of the other axes.
 
     Normalisation, per panel, so that panels weigh alike: a success rate is used as it is
-    (already in [0, 1]); a mean return is min-max normalised over the final returns of every
-    finished run of that panel (all variants), 0 for the worst and 1 for the best (all 0 when
-    they are equal). Only seeds finished on every panel count; the CI is rliable's stratified
+    (already in [0, 1]); a mean return is min-max normalised over the scores (final, or mean
+    over training with ``score: mean``) of every finished run of that panel (all variants),
+    0 for the worst and 1 for the best (all 0 when they are equal). Only seeds finished on every panel count; the CI is rliable's stratified
     bootstrap (runs resampled within each panel).
     """
     panel = config.panels
@@ -782,8 +782,9 @@ def _aggregate_markdown(
     if config.metric == "success_rate":
         rule = "success rates as they are"
     else:
+        score = "final returns" if config.score == "final" else "mean returns over training"
         rule = (
-            f"each {config.panels}'s final returns min-max normalised over all its finished "
+            f"each {config.panels}'s {score} min-max normalised over all its finished "
             "runs, 0 the worst run and 1 the best"
         )
     header = [*axes, "runs", "IQM", "95% CI"]
