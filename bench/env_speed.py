@@ -13,6 +13,7 @@ Examples::
     python bench/env_speed.py
     python bench/env_speed.py --tasks txrl/TMaze-v0 --length 100 --steps 500000 --modes make
     python bench/env_speed.py --tasks txrl/MiniGrid-MemoryS7-v0 txrl/popgym-RepeatFirstEasy-v0
+    python bench/env_speed.py --tasks txrl/MiniGrid-MemoryS9-v0 --env-kwarg cache_views=false
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from typing import Any
 
 import gymnasium as gym
+import yaml
 
 import txrl.envs
 
@@ -85,11 +87,24 @@ def main() -> None:
     parser.add_argument("--n-symbols", type=int, default=4, help="DelayedRecall vocabulary")
     parser.add_argument("--k", type=int, default=3, help="DelayedRecall symbols to recall")
     parser.add_argument("--delay", type=int, default=50, help="DelayedRecall delay")
+    parser.add_argument(
+        "--env-kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another keyword for every task (a YAML value), e.g. cache_views=false",
+    )
     args = parser.parse_args()
+    extra = {}
+    for text in args.env_kwarg:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            parser.error(f"--env-kwarg takes KEY=VALUE, got {text!r}")
+        extra[key] = yaml.safe_load(value)
 
     print(f"{'task':44s} {'mode':5s} {'steps/s':>12s} {'episodes':>9s}")
     for env_id in args.tasks:
-        kwargs = task_kwargs(env_id, args)
+        kwargs = task_kwargs(env_id, args) | extra
         for mode in args.modes:
             env = build(env_id, mode, kwargs)
             best, episodes = 0.0, 0
