@@ -19,9 +19,12 @@ import pytest
 import torch
 import yaml
 
-from tests._runs import tiny
+import txrl.envs  # noqa: F401 - registers the tasks
+from tests._runs import crash_after, tiny
 from txrl import MemoryPPO, cli
+from txrl.config import TrainConfig
 from txrl.train import (
+    BEST_CHECKPOINT,
     CHECKPOINT_DIR,
     EVAL_LOG,
     FINAL_CHECKPOINT,
@@ -145,6 +148,78 @@ def test_kill_9_then_resume_continues_exactly(tmp_path: Path) -> None:
     resumed = policy_params(final)
     for name, tensor in expected.items():
         torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0)
+
+
+def first_best_step(run_dir: Path) -> int:
+    """The step of the run's best evaluation (success rate; the earliest on a tie)."""
+    log = [json.loads(line) for line in (run_dir / EVAL_LOG).read_text().splitlines()]
+    best = max(e["success_rate"] for e in log)
+    return next(e["timesteps"] for e in log if e["success_rate"] == best)
+
+
+def test_best_checkpoint_follows_the_eval_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every periodic checkpoint kept, so the run can be cut back to its first one.
+    config = write_config(tmp_path / "tiny.yaml", checkpoint={"every": 32, "keep": 0})
+    run_dir = tmp_path / "run"
+    assert cli.main(["train", str(config), "--run-dir", str(run_dir)]) == 0
+    best = run_dir / CHECKPOINT_DIR / BEST_CHECKPOINT
+    assert read_resume_state(best).num_timesteps == first_best_step(run_dir)
+    capsys.readouterr()
+    assert cli.main(["eval", str(run_dir), "--best", "--json", "--episodes", "2"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["checkpoint"] == str(best)
+    assert summary["timesteps"] == first_best_step(run_dir)
+
+    # Killed after its first checkpoint and resumed: the best.zip of an evaluation after the
+    # checkpoint goes with that evaluation, and the resumed run saves the same one again.
+    killed = tmp_path / "killed"
+    shutil.copytree(run_dir, killed)
+    crash_after(killed, 32)
+    assert cli.main(["train", "--resume", str(killed)]) == 0
+    resumed_best = killed / CHECKPOINT_DIR / BEST_CHECKPOINT
+    assert read_resume_state(resumed_best).num_timesteps == first_best_step(run_dir)
+    for name, tensor in policy_params(best).items():
+        torch.testing.assert_close(policy_params(resumed_best)[name], tensor, rtol=0, atol=0)
+
+
+def tiny_config(**changes: Any) -> TrainConfig:
+    return TrainConfig.from_dict({**TINY, **changes})
+
+
+def test_best_checkpoint_scores_and_ties(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = Run.open(tiny_config(), tmp_path / "run")
+    model = MemoryPPO(
+        "MlpGTrXLPolicy", "txrl/TMazePassive-v0", n_steps=16, batch_size=16, segment_length=8
+    )
+    best = run.run_dir / CHECKPOINT_DIR / BEST_CHECKPOINT
+    assert run.update_best(model, {"success_rate": 0.25, "mean_return": -1.0})
+    assert not run.update_best(model, {"success_rate": 0.25, "mean_return": 5.0})  # a tie
+    assert run.update_best(model, {"success_rate": 0.5, "mean_return": -2.0})
+    assert run.best_score == 0.5 and best.exists()
+    # On resume from an earlier step, a best.zip saved after it goes, with its log entries.
+    model.num_timesteps = 96
+    assert run.update_best(model, {"success_rate": 0.75, "mean_return": 0.0})
+    run.forget_best_after(96, [{"success_rate": 0.75, "mean_return": 0.0}])
+    assert best.exists() and run.best_score == 0.75
+    run.forget_best_after(64, [{"success_rate": 0.5, "mean_return": 0.0}])
+    assert not best.exists() and run.best_score == 0.5
+    run.forget_best_after(-1, [])
+    assert run.best_score is None
+    # Without a success rate, the mean return scores.
+    plain = Run.open(tiny_config(), tmp_path / "plain")
+    assert plain.update_best(model, {"success_rate": None, "mean_return": -3.0})
+    assert plain.update_best(model, {"success_rate": None, "mean_return": 2.0})
+    assert plain.best_score == 2.0
+    # eval.save_best: false writes none, and `txrl eval --best` says why there is none.
+    off = Run.open(tiny_config(eval={**TINY["eval"], "save_best": False}), tmp_path / "off")
+    assert not off.update_best(model, {"success_rate": 1.0, "mean_return": 1.0})
+    assert not (off.run_dir / CHECKPOINT_DIR).exists()
+    assert cli.main(["eval", str(off.run_dir), "--best"]) == 1
+    assert "has no checkpoints/best.zip" in capsys.readouterr().err
 
 
 def test_argument_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,6 +13,7 @@ sets it aside as ``<name>.corrupt`` and continues from the newest readable one.
 Layout in a run directory::
 
     checkpoints/step_<T>.zip       periodic checkpoints at env step T (the last ``keep``)
+    checkpoints/best.zip           the model of the best periodic evaluation so far
     checkpoints/final.zip          written last: the run is finished
 """
 
@@ -41,6 +42,7 @@ from txrl.errors import RunError
 
 CHECKPOINT_DIR = "checkpoints"
 FINAL_CHECKPOINT = "final.zip"
+BEST_CHECKPOINT = "best.zip"
 RESUME_MEMBER = "txrl/resume.pkl"
 CONFIG_MEMBER = "txrl/config.yaml"
 CORRUPT_SUFFIX = ".corrupt"

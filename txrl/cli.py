@@ -117,6 +117,7 @@ def _eval(args: argparse.Namespace) -> int:
         episodes=args.episodes,
         seed=args.seed,
         deterministic=False if args.stochastic else None,
+        best=args.best,
     )
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -227,6 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, help="first seed of the eval envs")
     evaluate.add_argument(
         "--stochastic", action="store_true", help="sample actions instead of greedy"
+    )
+    evaluate.add_argument(
+        "--best",
+        action="store_true",
+        help="the run's best checkpoint (checkpoints/best.zip, its best periodic evaluation)",
     )
     evaluate.add_argument("--json", action="store_true", help="print JSON")
     evaluate.set_defaults(handler=_eval)

@@ -178,15 +178,26 @@ __all__ = [
 ]
 
 
-def resolve_checkpoint(target: str | Path) -> Path:
+def resolve_checkpoint(target: str | Path, *, best: bool = False) -> Path:
     """A checkpoint file as given, or a run directory's newest readable checkpoint (the final
-    one when the run finished); an unreadable newer one is named on stderr and skipped."""
+    one when the run finished); an unreadable newer one is named on stderr and skipped.
+    ``best``: the run directory's ``checkpoints/best.zip`` (its best evaluation so far)."""
     import sys
 
-    from txrl.checkpoint import newest_readable_checkpoint
+    from txrl.checkpoint import BEST_CHECKPOINT, CHECKPOINT_DIR, newest_readable_checkpoint
     from txrl.errors import RunError
 
     path = Path(target)
+    if best:
+        if not path.is_dir():
+            raise RunError(f"--best needs a run directory, got {path}")
+        found = path / CHECKPOINT_DIR / BEST_CHECKPOINT
+        if not found.is_file():
+            raise RunError(
+                f"{path} has no {CHECKPOINT_DIR}/{BEST_CHECKPOINT}: it is written at the run's "
+                "periodic evaluations when eval.save_best is true (the default)"
+            )
+        return found
     if path.is_dir():
         found = newest_readable_checkpoint(
             path, set_aside=False, warn=lambda m: print(f"warning: {m}", file=sys.stderr)
@@ -231,8 +242,10 @@ def evaluate_checkpoint(
     episodes: int | None = None,
     seed: int | None = None,
     deterministic: bool | None = None,
+    best: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate a checkpoint, or a run directory's final (else latest) checkpoint.
+    """Evaluate a checkpoint, or a run directory's final (else latest) checkpoint, or with
+    ``best`` its best one (``checkpoints/best.zip``).
 
     The checkpoint carries its config, so the same env (and observation normalisation) is
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
@@ -240,7 +253,7 @@ def evaluate_checkpoint(
     """
     from txrl.checkpoint import read_checkpoint_config
 
-    checkpoint = resolve_checkpoint(target)
+    checkpoint = resolve_checkpoint(target, best=best)
     config = read_checkpoint_config(checkpoint)
     episodes = episodes or config.eval.episodes
     env = make_checkpoint_eval_env(checkpoint, config, episodes=episodes, seed=seed)

@@ -11,6 +11,7 @@ Run directory::
       resumes.jsonl                  one line per resume: from which step, envs exact or restarted
       tb/                            TensorBoard events (SB3 logger): rollout/, train/, eval/, time/
       checkpoints/step_<T>.zip       periodic checkpoints at env step T (the last ``keep``)
+      checkpoints/best.zip           the model of the best evaluation so far (``eval.save_best``)
       checkpoints/final.zip          written last: the run is finished
 
 A checkpoint is one zip file, written atomically between rollouts, where the learner's
@@ -34,7 +35,8 @@ What resume restores (``txrl train --resume RUN_DIR``) from the last checkpoint:
 What it cannot restore: work after the last checkpoint is redone (up to
 ``checkpoint.every`` steps). The eval log is cut back to the checkpoint and so are the
 TensorBoard files (their events after the checkpoint's step are dropped), so both hold each
-step once, in order, and the resumed run's points continue them in the same ``tb/``
+step once, in order (a ``best.zip`` from after the checkpoint goes too: the evaluation it
+won is no longer in the log), and the resumed run's points continue them in the same ``tb/``
 directory (the ``train/`` values of the update just before the checkpoint, which SB3 logs
 with the next rollout, are the one point missing). A checkpoint that cannot be read (a truncated copy) is named, set aside as
 ``<name>.corrupt`` and the newest readable one used (:mod:`txrl.checkpoint`).
@@ -68,6 +70,7 @@ from stable_baselines3.common.vec_env import (
 )
 
 from txrl.checkpoint import (
+    BEST_CHECKPOINT,
     CHECKPOINT_DIR,
     FINAL_CHECKPOINT,
     CheckpointError,
@@ -167,6 +170,7 @@ class Run:
     last_eval: int | None = None  # step of the last evaluation in the log
     last_checkpoint: int = 0
     exact_envs: bool = False  # resumed with the checkpointed envs (not restarted ones)
+    best_score: float | None = None  # the best evaluation's score so far (see eval_score)
     started: float = field(default_factory=time.monotonic)
     eval_log: EvalLog = field(init=False)
 
@@ -232,6 +236,7 @@ class Run:
             # Killed before its first checkpoint: start over in the same directory.
             run.eval_log.truncate(-1)
             _clear_dir(run_dir / TB_DIR)
+            run.forget_best_after(-1, [])
             return run
         run.checkpoint, run.resume_state = found
         step = run.resume_state.num_timesteps
@@ -247,6 +252,7 @@ class Run:
         run.last_checkpoint = step
         done = [e["timesteps"] for e in before]
         run.last_eval = max(done) if done else None
+        run.forget_best_after(step, before)
         return run
 
     # -------------------------------------------------------------- wiring helpers
@@ -328,7 +334,38 @@ class Run:
             {"timesteps": step, **summary, "wall_time_s": round(self.elapsed(), 3)}
         )
         self.last_eval = step
+        self.update_best(model, summary)
         return result
+
+    def update_best(self, model: BaseAlgorithm, summary: dict[str, Any]) -> bool:
+        """Save ``best.zip`` if this evaluation's score beats every earlier one of the run
+        (strictly, as SB3's ``EvalCallback``: on a tie the earlier model stays)."""
+        score = eval_score(summary)
+        if not self.config.eval.save_best or (
+            self.best_score is not None and not score > self.best_score
+        ):
+            return False
+        path = self.run_dir / CHECKPOINT_DIR / BEST_CHECKPOINT
+        save_checkpoint(model, path, self.config, self.elapsed())
+        self.best_score = score
+        return True
+
+    def forget_best_after(self, step: int, evals: list[dict[str, Any]]) -> None:
+        """On resume from ``step``: the best score of the evaluations kept in the log, and
+        ``best.zip`` removed if it was saved after ``step`` (or cannot be read), since the
+        evaluation that made it was cut from the log; the resumed run saves it again when
+        it gets there."""
+        scores = [eval_score(e) for e in evals]
+        self.best_score = max(scores) if scores else None
+        path = self.run_dir / CHECKPOINT_DIR / BEST_CHECKPOINT
+        if not path.exists():
+            return
+        try:
+            stale = read_resume_state(path).num_timesteps > step
+        except CheckpointError:
+            stale = True
+        if stale:
+            path.unlink()
 
     def save_periodic(self, model: BaseAlgorithm) -> Path:
         step = int(model.num_timesteps)
@@ -364,6 +401,13 @@ class Run:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+
+def eval_score(summary: dict[str, Any]) -> float:
+    """What makes an evaluation the best: its success rate where the env reports one, else
+    its mean return."""
+    success = summary.get("success_rate")
+    return float(summary["mean_return"] if success is None else success)
 
 
 class BetweenRollouts(BaseCallback):
@@ -598,6 +642,7 @@ def train(
 
 
 __all__ = [
+    "BEST_CHECKPOINT",
     "CHECKPOINT_DIR",
     "CONFIG_FILE",
     "EVAL_LOG",

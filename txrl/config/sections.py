@@ -156,6 +156,11 @@ class EvalConfig:
     """Eval envs run side by side (at most ``episodes``)."""
     deterministic: bool = True
     """Greedy actions (``true``) or sampled ones."""
+    save_best: bool = True
+    """Keep the model of the best evaluation so far as ``checkpoints/best.zip`` (scored by
+    success rate where the env reports one, else mean return; a tie keeps the earlier one).
+    ``txrl eval RUN --best`` evaluates it. Training that solves a task and later loses it
+    still leaves the solved model."""
 
 
 @dataclass(frozen=True)
