@@ -56,7 +56,8 @@ def exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def checkpoint_steps(run_dir: Path) -> list[str]:
-    return sorted(p.name for p in (run_dir / CHECKPOINT_DIR).iterdir())
+    """The periodic and final checkpoints (not ``best.zip``, which the evaluations write)."""
+    return sorted(p.name for p in (run_dir / CHECKPOINT_DIR).iterdir() if p.name != "best.zip")
 
 
 # ---------------------------------------------------------------------------- checkpoints
