@@ -4,8 +4,10 @@
 
 Copies the study's summary files (``results.md``, ``results.csv``, ``runs.csv``,
 ``aggregate.csv``, ``curves.png``, ``final.png``, ``ranking.png``, ``compare.yaml``: those
-that exist) and, for every run, its resolved ``config.yaml`` and ``eval.jsonl`` (not its
-checkpoints or TensorBoard events), keeping the ``runs/<variant>/seed_<s>/`` layout. Then
+that exist) and, for every run, its resolved ``config.yaml``, ``eval.jsonl`` and, where one
+was made (``txrl eval RUN --episodes 100 --json > RUN/eval_100_episodes.json``), its
+100-episode evaluation; not its checkpoints or TensorBoard events. The
+``runs/<variant>/seed_<s>/`` layout is kept. Then
 writes ``summary.md`` (last evaluation, wall-clock and env steps/s of every run, through
 ``plot_runs.py``). ``txrl compare STUDY.yaml --out DEST --aggregate-only`` cannot redraw
 the tables from the copy (it needs finished checkpoints); the copy is the record.
@@ -29,7 +31,11 @@ SUMMARY_FILES = (
     "ranking.png",
     "compare.yaml",
 )
-RUN_FILES = ("config.yaml", "eval.jsonl")
+RUN_FILES = (
+    "config.yaml",
+    "eval.jsonl",
+    "eval_100_episodes.json",
+)  # the last: `txrl eval RUN --episodes 100 --json > ...`, where made
 
 
 def main() -> None:
