@@ -139,20 +139,7 @@ def test_load_train_config_applies_overrides_and_names_the_run(tmp_path: Path) -
         load_train_config(tmp_path / "missing.yaml")
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "quickstart.yaml",
-        "minigrid_memory_s9.yaml",
-        "compare_gates.yaml",
-        "compare_backbones.yaml",
-        "compare_algos.yaml",
-        "popgym.yaml",
-        "compare_tiny.yaml",
-        "study_gates.yaml",
-        "study_gate_bias.yaml",
-    ],
-)
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
 def test_shipped_configs_are_valid(name: str) -> None:
     path = ROOT / "configs" / name
     if not name.startswith(("compare_", "popgym", "study_")):
