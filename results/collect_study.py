@@ -31,11 +31,7 @@ SUMMARY_FILES = (
     "ranking.png",
     "compare.yaml",
 )
-RUN_FILES = (
-    "config.yaml",
-    "eval.jsonl",
-    "eval_100_episodes.json",
-)  # the last: `txrl eval RUN --episodes 100 --json > ...`, where made
+RUN_FILES = ("config.yaml", "eval.jsonl", "eval_100_episodes.json")
 
 
 def main() -> None:

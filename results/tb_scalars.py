@@ -9,18 +9,19 @@ evaluations. This keeps the training-side curves a write-up cites::
 
 Columns: ``run`` (the directory's name, or ``parent/name`` with ``--qualify``), ``tag``,
 ``step`` (env steps), ``value``. ``--every N`` keeps every N-th point of each tag (the
-last one always). The file is written atomically (temporary file, then rename).
+last one always). The file is written atomically (txrl's ``atomic_write``).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import os
-import tempfile
+import io
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from txrl.checkpoint import atomic_write
 
 
 def read_scalars(run: Path, tags: list[str]) -> dict[str, list[tuple[int, float]]]:
@@ -70,17 +71,11 @@ def main(argv: list[str] | None = None) -> None:
         name = f"{run.parent.name}/{run.name}" if args.qualify else run.name
         for tag, points in read_scalars(run, args.tags).items():
             rows += [(name, tag, step, f"{value:.6g}") for step, value in thin(points, args.every)]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=args.out.parent, prefix=f".{args.out.name}.", suffix=".csv")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["run", "tag", "step", "value"])
-            writer.writerows(rows)
-        os.replace(tmp, args.out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["run", "tag", "step", "value"])
+    writer.writerows(rows)
+    atomic_write(args.out, text.getvalue().encode())
     print(f"{len(rows)} points of {len(args.tags)} tags from {len(args.runs)} runs -> {args.out}")
 
 

@@ -32,6 +32,7 @@ from txrl.train import (
     TB_DIR,
     Run,
     latest_checkpoint,
+    read_eval_log,
     read_resume_state,
     read_run_config,
 )
@@ -152,7 +153,7 @@ def test_kill_9_then_resume_continues_exactly(tmp_path: Path) -> None:
 
 def first_best_step(run_dir: Path) -> int:
     """The step of the run's best evaluation (success rate; the earliest on a tie)."""
-    log = [json.loads(line) for line in (run_dir / EVAL_LOG).read_text().splitlines()]
+    log = read_eval_log(run_dir / EVAL_LOG)
     best = max(e["success_rate"] for e in log)
     return next(e["timesteps"] for e in log if e["success_rate"] == best)
 
