@@ -81,9 +81,10 @@ class SolveClock(BaseCallback):
             self.training_seconds += time.perf_counter() - self._since
 
     def _on_step(self) -> bool:
-        if self.training_seconds + time.perf_counter() - self._since > self.max_seconds:
-            self.training_seconds += time.perf_counter() - self._since
-            self._since = time.perf_counter()  # _on_training_end adds nothing more
+        now = time.perf_counter()
+        if self.training_seconds + now - self._since > self.max_seconds:
+            self.training_seconds += now - self._since
+            self._since = now  # _on_training_end adds nothing more
             self.timed_out = True
             return False
         if self.num_timesteps < self.next_eval:
