@@ -162,6 +162,40 @@ def test_lin_rates_decay_linearly_to_zero_over_the_budget() -> None:
     assert rates == pytest.approx([1e-3 * (1 - k / 8) for k in range(8)])
 
 
+def test_a_lin_entropy_bonus_decays_in_memory_ppos_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ppo.ent_coef: lin_<x>``: the loss of each update gets x times the progress remaining."""
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    import txrl.envs  # registers the tasks
+    import txrl.sb3.ppo as ppo_module
+    from tests._runs import TINY
+
+    config = TrainConfig.from_dict(dict(TINY, ppo=dict(TINY["ppo"], ent_coef="lin_0.1")))
+    kwargs = get_learner("ppo").settings_kwargs(config.learner)
+    coefficients: list[float] = []
+    loss = ppo_module.ppo_loss
+
+    def recording(**kw: object) -> object:
+        coefficients.append(kw["ent_coef"])  # type: ignore[arg-type]
+        return loss(**kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ppo_module, "ppo_loss", recording)
+    env = DummyVecEnv([lambda: gym.make("txrl/TMazePassive-v0", length=3)] * 2)
+    model = txrl.MemoryPPO(
+        "MlpGTrXLPolicy", env, policy_kwargs=config.policy.policy_kwargs(), **kwargs
+    )
+    model.learn(4 * 32)  # 4 rollouts of 16 steps x 2 envs
+    per_update = sorted(set(coefficients), reverse=True)
+    assert per_update == pytest.approx([0.1 * (1 - k / 4) for k in range(1, 5)])
+
+
+def test_recurrent_ppo_takes_no_entropy_schedule() -> None:
+    """sb3-contrib's RecurrentPPO wants a float: ``lin_`` is MemoryPPO's alone, and refused."""
+    with pytest.raises(ConfigError, match=r"recurrent_ppo\.ent_coef must be a number >= 0, got"):
+        TrainConfig.from_dict({"algo": "recurrent_ppo", "recurrent_ppo": {"ent_coef": "lin_0.1"}})
+
+
 @pytest.mark.parametrize("bad", ["cos_1e-3", "lin_", "lin_0", "lin_-1e-3", "linear"])
 def test_a_rate_that_is_neither_a_number_nor_lin_is_refused(bad: str) -> None:
     with pytest.raises(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from txrl.config.schema import (
+    LinearDecay,
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
@@ -51,6 +52,10 @@ class MemoryPPOSettings(PPOLossSettings):
     learning_rate: PositiveRate = 3e-4
     """Adam step size; ``lin_<number>`` (rl-baselines3-zoo's notation): from that number at
     the start linearly to 0 at the end of the budget."""
+    ent_coef: NonNegativeFloat | LinearDecay = 0.0
+    """Entropy bonus coefficient (0, as SB3's PPO; the shipped configs use 0.01);
+    ``lin_<number>``: from that number at the start linearly to 0 at the end of the budget
+    (more exploration early, a settled policy late)."""
     n_steps: PositiveInt = 128
     """Steps per env per rollout; a rollout holds ``n_steps * n_envs`` transitions."""
     batch_size: PositiveInt = 256

@@ -75,7 +75,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         segment_length: int,
         gamma: float,
         gae_lambda: float,
-        ent_coef: float,
+        ent_coef: float | Schedule,
         vf_coef: float,
         max_grad_norm: float,
         aux_loss_coef: dict[str, float] | None,

@@ -2,7 +2,8 @@
 
 The rollout, the memory streams and the segment minibatches come from
 :class:`txrl.sb3.common.MemoryOnPolicyAlgorithm`; this module adds only PPO's loss
-(:func:`txrl.rl.ppo_loss.ppo_loss`), its clip-range schedules and its KL early stop.
+(:func:`txrl.rl.ppo_loss.ppo_loss`), its clip-range and entropy-bonus schedules and its KL
+early stop.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
         clip_range: float | Schedule = _DEFAULTS.clip_range,
         clip_range_vf: float | Schedule | None = _DEFAULTS.clip_range_vf,
         normalize_advantage: bool = _DEFAULTS.normalize_advantage,
-        ent_coef: float = _DEFAULTS.ent_coef,
+        ent_coef: float | Schedule = _DEFAULTS.ent_coef,
         vf_coef: float = _DEFAULTS.vf_coef,
         max_grad_norm: float = _DEFAULTS.max_grad_norm,
         target_kl: float | None = _DEFAULTS.target_kl,
@@ -102,15 +103,21 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
                     f"clip_range_vf must be positive or None, got {self.clip_range_vf}"
                 )
             self.clip_range_vf = FloatSchedule(self.clip_range_vf)
+        if isinstance(self.ent_coef, float | int) and self.ent_coef < 0:
+            raise ValueError(f"ent_coef must be >= 0 or a schedule, got {self.ent_coef}")
 
     def _train_context(self) -> dict[str, Any]:
         progress = self._current_progress_remaining
         clip_range = self.clip_range(progress)  # type: ignore[operator]
         clip_range_vf = self.clip_range_vf(progress) if self.clip_range_vf is not None else None  # type: ignore[operator]
+        # a float, or a schedule of the progress remaining (``lin_<x>`` in a config)
+        ent_coef = float(self.ent_coef(progress) if callable(self.ent_coef) else self.ent_coef)
         self.logger.record("train/clip_range", clip_range)
         if clip_range_vf is not None:
             self.logger.record("train/clip_range_vf", clip_range_vf)
-        return {"clip_range": clip_range, "clip_range_vf": clip_range_vf}
+        if callable(self.ent_coef):
+            self.logger.record("train/ent_coef", ent_coef)
+        return {"clip_range": clip_range, "clip_range_vf": clip_range_vf, "ent_coef": ent_coef}
 
     def _loss(
         self,
@@ -134,7 +141,7 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
             entropy=entropy,
             clip_range=context["clip_range"],
             clip_range_vf=context["clip_range_vf"],
-            ent_coef=self.ent_coef,
+            ent_coef=context["ent_coef"],
             vf_coef=self.vf_coef,
         )
 
