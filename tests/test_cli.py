@@ -90,6 +90,22 @@ def test_train_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "nothing to resume" in capsys.readouterr().out
 
 
+def test_subproc_envs_train_exactly_as_in_process_ones(tmp_path: Path) -> None:
+    """``env.vec_env: subproc`` (SB3's SubprocVecEnv, one process per env) steps the same
+    seeded envs as ``dummy``, so training ends at the same parameters."""
+    finals = {}
+    for vec_env in ("dummy", "subproc"):
+        env = dict(TINY["env"], vec_env=vec_env)
+        config = write_config(tmp_path / f"{vec_env}.yaml", env=env, budget=128)
+        run_dir = tmp_path / vec_env
+        assert cli.main(["train", str(config), "--run-dir", str(run_dir)]) == 0
+        assert read_run_config(run_dir).env.vec_env == vec_env
+        finals[vec_env] = policy_params(run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT)
+    assert finals["dummy"].keys() == finals["subproc"].keys()
+    for name, value in finals["dummy"].items():
+        assert torch.equal(value, finals["subproc"][name]), name
+
+
 def test_kill_9_then_resume_continues_exactly(tmp_path: Path) -> None:
     """SIGKILL a training process after its first checkpoint; the resumed run must equal an
     uninterrupted one (same seed) step for step, down to the weights."""
