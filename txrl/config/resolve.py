@@ -38,6 +38,18 @@ def resolve(config: TrainConfig) -> TrainConfig:
             f"learners ({', '.join(n.name for n in learners() if n.memory_policy)}); "
             f"algo {config.algo} trains in fp32"
         )
+    if policy.predict_past and not learner.memory_policy:
+        problems.append(
+            f"policy.predict_past applies to txrl's memory learners "
+            f"({', '.join(n.name for n in learners() if n.memory_policy)}); "
+            f"algo {config.algo} has no such loss"
+        )
+    segment = getattr(config.learner, "segment_length", None)
+    if policy.predict_past and segment is not None and max(policy.predict_past) >= segment:
+        problems.append(
+            f"policy.predict_past offsets must be below {config.algo}.segment_length "
+            f"({segment}), got {list(policy.predict_past)}"
+        )
     if not problems:
         problems += _check_backbone_builds(policy, memory_policy=learner.memory_policy)
     problems += _check_env(config.env)

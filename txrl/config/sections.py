@@ -98,6 +98,12 @@ class PolicyConfig:
     encoder: Literal["auto", "mlp", "cnn", "multi_input"] = "auto"
     """Observation encoder before the backbone; ``auto``: ``multi_input`` for Dict
     observations, else ``mlp`` (which flattens, fine for MiniGrid's 7x7x3 codes)."""
+    predict_past: tuple[NonNegativeInt, ...] = ()
+    """Steps back whose encoded observation the memory output must predict, an auxiliary
+    loss (``past_prediction``, see :class:`txrl.sb3.policies.MemoryActorCriticPolicy`)
+    weighted by the learner's ``aux_loss_coef``; e.g. ``[1, 2, 4, 8, 16]``. Each offset must
+    be below the learner's ``segment_length``; empty: no such loss (txrl's memory learners
+    only)."""
     training_precision: Literal["fp32", "bf16"] = "fp32"
     """Precision of the training pass of txrl's memory learners: ``bf16`` runs the trunk's
     products under bfloat16 autocast (weights, heads and optimizer stay fp32; acting is
@@ -134,6 +140,8 @@ class PolicyConfig:
             kwargs["backbone_kwargs"] = dict(self.backbone_kwargs)
         if self.training_precision != "fp32":
             kwargs["training_precision"] = self.training_precision
+        if self.predict_past:
+            kwargs["predict_past"] = list(self.predict_past)
         if self.net_arch is not None:
             kwargs["net_arch"] = (
                 list(self.net_arch)

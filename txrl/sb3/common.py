@@ -149,6 +149,12 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         is_dict = isinstance(self.observation_space, spaces.Dict)
         self.rollout_buffer_class = MemoryDictRolloutBuffer if is_dict else MemoryRolloutBuffer
         super()._setup_model()
+        too_far = [k for k in getattr(self.policy, "predict_past", ()) if k >= self.segment_length]
+        if too_far:
+            raise ValueError(
+                f"predict_past offsets {too_far} reach beyond a training sequence of "
+                f"segment_length {self.segment_length}: use offsets below {self.segment_length}"
+            )
 
     def _excluded_save_params(self) -> list[str]:
         # the live memory belongs to the envs of this run, not to the model

@@ -47,6 +47,16 @@ BACKBONE_KEYS = (
 )
 
 
+def _past_offsets(offsets: tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """``predict_past`` as a sorted tuple of distinct ints >= 0 (a clear error otherwise)."""
+    values = tuple(offsets)
+    if any(isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0 for k in values):
+        raise ValueError(f"predict_past must be a list of ints >= 0 (steps back), got {offsets!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"predict_past lists an offset twice: {offsets!r}")
+    return tuple(sorted(int(k) for k in values))
+
+
 class SmallCNN(BaseFeaturesExtractor):
     """A CNN for small images such as MiniGrid's 7x7 views (NatureCNN needs >= 36 pixels).
 
@@ -115,6 +125,16 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         stay fp32). Acting and ``predict`` always run in fp32, so the rollout's log-probs
         and values are exact; under bf16 the training pass recomputes them within the
         tolerance that ``tests/sb3/test_precision.py`` states, not to 1e-5.
+    :param predict_past: offsets k (steps back) of an auxiliary loss, ``past_prediction``,
+        that makes the memory keep what it saw: from the backbone's output at step t, one
+        linear head per k predicts the features extractor's output at step t - k (a
+        stop-gradient target, cosine loss), over the pairs of a training sequence that lie in
+        one episode. In the spirit of the observation-reconstruction losses that Pleines et
+        al. (2023, Memory Gym) found Transformer-XL agents to need; here the targets are past
+        steps, so the loss rewards retrieving them, not only encoding the present (k = 0
+        reconstructs the current step's features). Learners add it with
+        ``aux_loss_coef["past_prediction"]`` and log it as ``train/aux/past_prediction``;
+        empty (the default): no heads, no loss.
     The other parameters are those of SB3's ``ActorCriticPolicy``; the features extractor is
     always shared, since actor and critic share one memory.
     """
@@ -139,9 +159,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         hidden_size: int | None = None,
         backbone_kwargs: dict[str, Any] | None = None,
         training_precision: str = "fp32",
+        predict_past: tuple[int, ...] | list[int] = (),
         share_features_extractor: bool = True,
         **kwargs: Any,
     ) -> None:
+        self.predict_past = _past_offsets(predict_past)
         if training_precision not in TRAINING_PRECISIONS:
             raise ValueError(
                 f"training_precision must be one of {', '.join(TRAINING_PRECISIONS)}, "
@@ -193,6 +215,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             activation_fn=self.activation_fn,
             device=self.device,
         )
+        if self.predict_past:
+            # one product for every offset: (..., D) -> (..., K * F)
+            self.past_heads = nn.Linear(
+                self.backbone.output_dim, len(self.predict_past) * int(self.features_dim)
+            )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
@@ -201,6 +228,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         data["backbone_kwargs"] = {k: v for k, v in settings.items() if k not in BACKBONE_KEYS}
         data.update({k: v for k, v in settings.items() if k in BACKBONE_KEYS})
         data["training_precision"] = self.training_precision
+        data["predict_past"] = list(self.predict_past)
         return data
 
     def _training_autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -251,10 +279,13 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         trace: bool = False,
         stats: bool = False,
         acting: bool = False,
+        aux: bool = False,
     ) -> tuple[torch.Tensor, BackboneOutput]:
         """Features of X = T * B observations (time-major) through the memory -> (X, D).
 
-        ``acting``: one step through :meth:`Backbone.step`, which may advance ``state`` in place.
+        ``acting``: one step through :meth:`Backbone.step`, which may advance ``state`` in
+        place. ``aux``: add the policy's own auxiliary losses (``predict_past``) to the
+        backbone's.
         """
         t, b = episode_starts.shape
         features = self.extract_features(obs, self.features_extractor)  # (X, F)
@@ -263,7 +294,34 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             out = self.backbone.step(x, state, episode_starts, trace=trace)
         else:
             out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
+        if aux and self.predict_past:
+            loss = self._past_prediction_loss(out.output, x, episode_starts)
+            out = out._replace(aux_losses={**out.aux_losses, "past_prediction": loss})
         return out.output.reshape(t * b, -1), out  # (T, B, D) -> (X, D)
+
+    def _past_prediction_loss(
+        self, output: torch.Tensor, features: torch.Tensor, episode_starts: torch.Tensor
+    ) -> torch.Tensor:
+        """Mean over offsets k and same-episode pairs (t - k, t) of 1 - cos(head_k(output_t),
+        features_{t-k}); ``output`` (T, B, D), ``features`` (T, B, F), ``episode_starts``
+        (T, B). Targets carry no gradient."""
+        t, b, f = features.shape
+        predictions = self.past_heads(output).float().view(t, b, len(self.predict_past), f)
+        targets = features.detach().float()
+        episode = torch.cumsum(episode_starts.long(), dim=0)  # (T, B): episode index per env
+        total = predictions.new_zeros(())
+        pairs = predictions.new_zeros(())
+        for i, k in enumerate(self.predict_past):
+            if k >= t:
+                continue
+            same = episode[k:] == episode[: t - k]  # (T - k, B): t - k and t in one episode
+            cosine = nn.functional.cosine_similarity(
+                predictions[k:, :, i], targets[: t - k], dim=-1, eps=1e-6
+            )  # (T - k, B)
+            total = total + ((1.0 - cosine) * same).sum()
+            pairs = pairs + same.sum()
+        # no pair (every offset at least T, or episodes shorter than every offset): 0, with a graph
+        return total / pairs.clamp(min=1.0) + 0.0 * predictions.sum()
 
     def _latent(
         self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, **options: bool
@@ -316,7 +374,9 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         backbone output (auxiliary losses and diagnostics).
         """
         with self._training_autocast():
-            latent_pi, latent_vf, out = self._latent(obs, state, episode_starts, stats=stats)
+            latent_pi, latent_vf, out = self._latent(
+                obs, state, episode_starts, stats=stats, aux=True
+            )
         # the heads, the distribution and the losses in fp32 whatever the trunk ran in
         latent_pi, latent_vf = latent_pi.float(), latent_vf.float()
         distribution = self._get_action_dist_from_latent(latent_pi)
