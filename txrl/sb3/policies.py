@@ -127,9 +127,9 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         tolerance that ``tests/sb3/test_precision.py`` states, not to 1e-5.
     :param predict_past: offsets k (steps back) of an auxiliary loss, ``past_prediction``,
         that makes the memory keep what it saw: from the backbone's output at step t, one
-        linear head per k predicts the features extractor's output at step t - k (a
-        stop-gradient target, cosine loss), over the pairs of a training sequence that lie in
-        one episode. In the spirit of the observation-reconstruction losses that Pleines et
+        linear head per k predicts the features extractor's output at step t - k
+        (stop-gradient targets standardised per feature over the batch, squared error), over
+        the pairs of a training sequence that lie in one episode. In the spirit of the observation-reconstruction losses that Pleines et
         al. (2023, Memory Gym) found Transformer-XL agents to need; here the targets are past
         steps, so the loss rewards retrieving them, not only encoding the present (k = 0
         reconstructs the current step's features). Learners add it with
@@ -302,12 +302,17 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
     def _past_prediction_loss(
         self, output: torch.Tensor, features: torch.Tensor, episode_starts: torch.Tensor
     ) -> torch.Tensor:
-        """Mean over offsets k and same-episode pairs (t - k, t) of 1 - cos(head_k(output_t),
-        features_{t-k}); ``output`` (T, B, D), ``features`` (T, B, F), ``episode_starts``
-        (T, B). Targets carry no gradient."""
+        """Mean over offsets k and same-episode pairs (t - k, t) of the squared error between
+        head_k(output_t) and the features at t - k, standardised per feature over the batch
+        (so 1 is what predicting the batch mean scores, 0 a perfect prediction, and what
+        varies from step to step, such as which object is in view, is what counts).
+        ``output`` (T, B, D), ``features`` (T, B, F), ``episode_starts`` (T, B); the targets
+        carry no gradient."""
         t, b, f = features.shape
         predictions = self.past_heads(output).float().view(t, b, len(self.predict_past), f)
-        targets = features.detach().float()
+        flat = features.detach().float().reshape(t * b, f)
+        mean, std = flat.mean(0), flat.std(0, unbiased=False)
+        targets = (features.detach().float() - mean) / (std + 1e-6)  # (T, B, F)
         episode = torch.cumsum(episode_starts.long(), dim=0)  # (T, B): episode index per env
         total = predictions.new_zeros(())
         pairs = predictions.new_zeros(())
@@ -315,10 +320,8 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             if k >= t:
                 continue
             same = episode[k:] == episode[: t - k]  # (T - k, B): t - k and t in one episode
-            cosine = nn.functional.cosine_similarity(
-                predictions[k:, :, i], targets[: t - k], dim=-1, eps=1e-6
-            )  # (T - k, B)
-            total = total + ((1.0 - cosine) * same).sum()
+            error = (predictions[k:, :, i] - targets[: t - k]).pow(2).mean(-1)  # (T - k, B)
+            total = total + (error * same).sum()
             pairs = pairs + same.sum()
         # no pair (every offset at least T, or episodes shorter than every offset): 0, with a graph
         return total / pairs.clamp(min=1.0) + 0.0 * predictions.sum()
