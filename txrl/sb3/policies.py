@@ -129,12 +129,12 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         that makes the memory keep what it saw: from the backbone's output at step t, one
         linear head per k predicts the features extractor's output at step t - k
         (stop-gradient targets standardised per feature over the batch, squared error), over
-        the pairs of a training sequence that lie in one episode. In the spirit of the observation-reconstruction losses that Pleines et
-        al. (2023, Memory Gym) found Transformer-XL agents to need; here the targets are past
-        steps, so the loss rewards retrieving them, not only encoding the present (k = 0
-        reconstructs the current step's features). Learners add it with
-        ``aux_loss_coef["past_prediction"]`` and log it as ``train/aux/past_prediction``;
-        empty (the default): no heads, no loss.
+        the pairs of a training sequence that lie in one episode. In the spirit of the
+        observation-reconstruction loss that Pleines et al. (2023, Memory Gym) found
+        Transformer-XL agents to need; here the targets are past steps, so the loss rewards
+        retrieving them, not only encoding the present (k = 0 reconstructs the current
+        step's features). Learners add it with ``aux_loss_coef["past_prediction"]`` and log
+        it as ``train/aux/past_prediction``; empty (the default): no heads, no loss.
     The other parameters are those of SB3's ``ActorCriticPolicy``; the features extractor is
     always shared, since actor and critic share one memory.
     """
