@@ -20,7 +20,7 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 
 from tests._runs import TINY, crash_after
 from txrl import MemoryPPO, cli
-from txrl.config import load_train_config, resolve
+from txrl.config import ConfigError, load_train_config, resolve
 from txrl.envs import TMazeEnv
 from txrl.train import (
     CHECKPOINT_DIR,
@@ -225,6 +225,18 @@ def test_switching_backbone_reports_every_problem_at_once(
         load_train_config(QUICKSTART, ["policy.backbone=lstm", "policy.inapplicable=drop"])
     )
     assert config.policy.policy_kwargs() == {"backbone": "lstm", "d_model": 32, "n_layers": 1}
+
+@pytest.mark.parametrize("backbone", ["trxl_i", "trxl"])
+def test_the_gate_is_inapplicable_to_the_fixed_order_transformers(backbone: str) -> None:
+    overrides = [f"policy.backbone={backbone}", "policy.gate_bias=1.0"]  # quickstart: gate gru
+    with pytest.raises(ConfigError) as raised:
+        resolve(load_train_config(QUICKSTART, overrides))
+    for key in ("gate", "gate_bias"):
+        assert f"policy.{key} does not apply to backbone '{backbone}'" in str(raised.value)
+
+    config = resolve(load_train_config(QUICKSTART, [*overrides, "policy.inapplicable=drop"]))
+    assert config.policy.gate is None and config.policy.gate_bias is None
+    assert config.policy.policy_kwargs()["backbone"] == backbone
 
 
 def test_schema_problems_are_reported_together(

@@ -16,7 +16,7 @@ from txrl.nn.protocol import (
     register_backbone,
 )
 from txrl.nn.rnn import GRUState, LSTMState, RNNConfig
-from txrl.nn.trxl import TransformerXL, TrXLConfig, TrXLState, TrXLTrace
+from txrl.nn.trxl import GTrXLConfig, TransformerXL, TrXLConfig, TrXLState, TrXLTrace
 
 __all__ = [
     "GATE_NAMES",
@@ -27,6 +27,7 @@ __all__ = [
     "MemoryState",
     "MemoryTrace",
     "RNNConfig",
+    "GTrXLConfig",
     "TrXLConfig",
     "TrXLState",
     "TrXLTrace",

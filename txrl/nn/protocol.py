@@ -205,8 +205,10 @@ def build_config(config_cls: type, kwargs: dict[str, Any], *, what: str) -> Any:
     valid = [f.name for f in dataclasses.fields(config_cls) if f.init]
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
+        hint = getattr(config_cls, "unknown_hint", "")
         raise ValueError(
-            f"{what} has no setting {', '.join(map(repr, unknown))}; valid settings: {', '.join(valid)}"
+            f"{what} has no setting {', '.join(map(repr, unknown))}; valid settings: "
+            f"{', '.join(valid)}" + (f" ({hint})" if hint else "")
         )
     return config_cls(**kwargs)
 

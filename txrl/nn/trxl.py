@@ -46,16 +46,25 @@ TrXLTrace = MemoryTrace
 
 @dataclasses.dataclass(frozen=True)
 class TrXLConfig(WindowConfig):
-    """Settings of the TrXL family: the common transformer settings and the gates.
+    """Settings of ``trxl`` and ``trxl_i``: the common transformer settings, no gates
+    (``trxl_i`` always uses the ``residual`` gate, ``trxl`` has none), so a config's ``gate``
+    is a setting these backbones do not have and ``policy.inapplicable: drop`` clears it."""
 
-    ``gate``/``gate_bias`` apply to ``gtrxl`` (default gate ``gru`` with b_g = 2); ``trxl_i``
-    always uses the ``residual`` gate and ``trxl`` has no gates.
-    """
+    needs_even_width: ClassVar[bool] = True  # the sinusoid encoding of eq. (1)
+    unknown_hint: ClassVar[str] = (
+        "the gates are settings of backbone 'gtrxl' (trxl_i is gtrxl with the residual gate)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class GTrXLConfig(TrXLConfig):
+    """Settings of ``gtrxl``: those of :class:`TrXLConfig` and the gate, ``gate`` (default
+    ``gru``) with its bias ``gate_bias`` (None: the gate's own default, b_g = 2 for ``gru``)."""
 
     gate: str | None = None
     gate_bias: float | None = None
 
-    needs_even_width: ClassVar[bool] = True  # the sinusoid encoding of eq. (1)
+    unknown_hint: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -77,25 +86,20 @@ class TransformerXL(LayerMemoryBackbone):
             if order == "trxl":
                 blocks.append(PostNormBlock(config, attention))
             else:
-                gate = "residual" if order == "trxl_i" else (config.gate or "gru")
-                blocks.append(GatedBlock(config, attention, gate, config.gate_bias))
+                if isinstance(config, GTrXLConfig):
+                    gate, bias = config.gate or "gru", config.gate_bias
+                else:
+                    gate, bias = "residual", None
+                blocks.append(GatedBlock(config, attention, gate, bias))
         self.blocks = nn.ModuleList(blocks)
 
 
 def _factory(order: str) -> Callable[[TrXLConfig], TransformerXL]:
     def build(config: TrXLConfig) -> TransformerXL:
-        if order == "trxl" and config.gate is not None:
-            raise ValueError(
-                "backbone 'trxl' has no gates (post-LayerNorm residuals); use 'gtrxl' to choose a gate"
-            )
-        if order == "trxl_i" and config.gate not in (None, "residual"):
-            raise ValueError(
-                f"backbone 'trxl_i' uses the plain residual; for gate {config.gate!r} use backbone 'gtrxl'"
-            )
         return TransformerXL(config, order)
 
     return build
 
 
-for _order in ("gtrxl", "trxl_i", "trxl"):
-    register_backbone(_order, TrXLConfig)(_factory(_order))
+for _order, _config in (("gtrxl", GTrXLConfig), ("trxl_i", TrXLConfig), ("trxl", TrXLConfig)):
+    register_backbone(_order, _config)(_factory(_order))
