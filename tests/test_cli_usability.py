@@ -226,6 +226,7 @@ def test_switching_backbone_reports_every_problem_at_once(
     )
     assert config.policy.policy_kwargs() == {"backbone": "lstm", "d_model": 32, "n_layers": 1}
 
+
 @pytest.mark.parametrize("backbone", ["trxl_i", "trxl"])
 def test_the_gate_is_inapplicable_to_the_fixed_order_transformers(backbone: str) -> None:
     overrides = [f"policy.backbone={backbone}", "policy.gate_bias=1.0"]  # quickstart: gate gru

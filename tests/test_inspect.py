@@ -181,6 +181,20 @@ def test_episode_maps_start_at_each_episode_start(tmp_path: Path) -> None:
     assert result.summary["episodes"] == 2
 
 
+def test_a_critic_with_its_own_memory_has_its_layers_recorded_by_name(tmp_path: Path) -> None:
+    policy = dict(TINY["policy"], critic_memory="separate")
+    run_dir = _train_tiny(tmp_path, policy=policy)
+    inspect_run(run_dir, episodes=1, out_dir=tmp_path / "out", echo=lambda _: None)
+    data = np.load(tmp_path / "out" / "episode_0.npz")
+    assert list(data["layers"]) == [
+        "actor/layer0",
+        "actor/layer1",
+        "critic/layer0",
+        "critic/layer1",
+    ]
+    assert np.allclose(data["attention"].sum(-1), 1.0, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------- files and video
 
 

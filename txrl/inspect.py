@@ -46,6 +46,7 @@ import torch
 from stable_baselines3.common.distributions import CategoricalDistribution
 
 from txrl.nn.attention import AttentionRecorder
+from txrl.nn.pair import PairedBackbone
 from txrl.nn.trxl import TransformerXL
 
 VIDEO_FPS = 4  # when the env's metadata names no render_fps
@@ -145,8 +146,17 @@ def attention_layers(backbone: torch.nn.Module) -> dict[int, str] | None:
 
     The others either have no attention weights (lstm, gru, linear, performer) or attend
     over keys that are not a plain step window (compressed memories, hashed buckets,
-    adaptive depth), which absolute step indices would misdescribe.
+    adaptive depth), which absolute step indices would misdescribe. A critic with a memory
+    of its own (:class:`txrl.nn.PairedBackbone`) has its layers named ``actor/layer<i>``
+    and ``critic/layer<i>``.
     """
+    if isinstance(backbone, PairedBackbone):
+        parts = {
+            "actor": attention_layers(backbone.actor),
+            "critic": attention_layers(backbone.critic),
+        }
+        named = {k: f"{part}/{v}" for part, ids in parts.items() for k, v in (ids or {}).items()}
+        return named or None
     if not isinstance(backbone, TransformerXL):
         return None
     return {id(block.attention): f"layer{index}" for index, block in enumerate(backbone.blocks)}

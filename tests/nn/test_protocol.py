@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from txrl.nn import GATE_NAMES, backbone_names, make_backbone
+from txrl.nn import GATE_NAMES, PairedBackbone, backbone_names, make_backbone
 from txrl.nn.state import index_state
 
 from ..numeric import F64_REL, close
@@ -13,15 +13,23 @@ from .conftest import SMALL, small_backbone
 
 TRXL_FAMILY = ["gtrxl", "trxl_i", "trxl"]
 
-# every backbone with its default settings, plus GTrXL with each gate
-CASES = [(name, None) for name in backbone_names()] + [("gtrxl", gate) for gate in GATE_NAMES]
+# every backbone with its default settings, plus GTrXL with each gate, plus a pair (an
+# actor's GTrXL beside a critic's LSTM: a critic with a memory of its own)
+CASES = (
+    [(name, None) for name in backbone_names()]
+    + [("gtrxl", gate) for gate in GATE_NAMES]
+    + [("paired", None)]
+)
 
 
 def build(name: str, gate: str | None, **overrides):
     torch.manual_seed(0)
     if gate is not None:
         overrides["gate"] = gate
-    backbone = small_backbone(name, **overrides)
+    if name == "paired":
+        backbone = PairedBackbone(small_backbone("gtrxl"), small_backbone("lstm"))
+    else:
+        backbone = small_backbone(name, **overrides)
     backbone.eval()
     return backbone
 

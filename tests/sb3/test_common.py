@@ -63,7 +63,13 @@ def test_training_pass_reproduces_acting(algo, policy: str) -> None:
     else:
         assert logged["train/kl"] == pytest.approx(0.0, abs=1e-6)
 
-    collect_one_rollout(model)  # memory carried in from the previous rollout, updated weights
+    assert_next_rollout_recomputed_exactly(model)
+
+
+def assert_next_rollout_recomputed_exactly(model) -> None:
+    """One more rollout (memory carried in, updated weights); the training pass over all its
+    segments gives the log-probs and values the acting steps stored."""
+    collect_one_rollout(model)
     buffer = model.rollout_buffer
     assert buffer.episode_starts[1:].any(), (
         "episodes must end inside the rollout for this test to bite"

@@ -104,6 +104,11 @@ class PolicyConfig:
     weighted by the learner's ``aux_loss_coef``; e.g. ``[1, 2, 4, 8, 16]``. Each offset must
     be below the learner's ``segment_length``; empty: no such loss (txrl's memory learners
     only)."""
+    critic_memory: Literal["shared", "separate"] | None = None
+    """Whether the critic reads the actor's memory (``shared``) or a memory of its own, a
+    second backbone of the same settings (``separate``: twice the backbone's cost).
+    ``null``: the learner's default, ``shared`` for txrl's memory policies and ``separate``
+    for ``recurrent_ppo`` (sb3-contrib's default; ``shared`` there is its ``shared_lstm``)."""
     training_precision: Literal["fp32", "bf16"] = "fp32"
     """Precision of the training pass of txrl's memory learners: ``bf16`` runs the trunk's
     products under bfloat16 autocast (weights, heads and optimizer stay fp32; acting is
@@ -142,6 +147,8 @@ class PolicyConfig:
             kwargs["training_precision"] = self.training_precision
         if self.predict_past:
             kwargs["predict_past"] = list(self.predict_past)
+        if self.critic_memory is not None:
+            kwargs["critic_memory"] = self.critic_memory
         if self.net_arch is not None:
             kwargs["net_arch"] = (
                 list(self.net_arch)

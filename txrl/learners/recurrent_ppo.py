@@ -5,7 +5,9 @@ algorithm, unchanged) with its own ``*LstmPolicy``. These fields are its constru
 arguments with its own defaults (the tests check them against sb3-contrib's signature); the
 YAML section ``recurrent_ppo:`` sets them. The policy comes from the ``policy:`` section:
 ``backbone: lstm``, with ``hidden_size`` (or ``d_model``) as ``lstm_hidden_size``,
-``n_layers`` as ``n_lstm_layers`` and ``net_arch``; left ``null``, sb3-contrib's defaults.
+``n_layers`` as ``n_lstm_layers``, ``net_arch``, and ``critic_memory`` (``shared``:
+``shared_lstm=True``; ``separate``: a critic LSTM of its own); left ``null``, sb3-contrib's
+defaults.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ def lstm_policy(policy: Any, observation_space: Any) -> tuple[str, dict[str, Any
         kwargs["n_lstm_layers"] = policy.n_layers
     if policy.net_arch is not None:
         kwargs["net_arch"] = policy.policy_kwargs()["net_arch"]
+    if policy.critic_memory is not None:
+        shared = policy.critic_memory == "shared"
+        kwargs.update(shared_lstm=shared, enable_critic_lstm=not shared)
     return encoder_prefix(policy.encoder, observation_space) + "LstmPolicy", kwargs
 
 

@@ -7,6 +7,7 @@ checks), :mod:`txrl.nn.attention` (relative attention), :mod:`txrl.nn.blocks` (b
 
 from txrl.nn.gates import GATE_NAMES, make_gate
 from txrl.nn.memory import MemoryState, MemoryTrace
+from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import (
     Backbone,
     BackboneOutput,
@@ -23,11 +24,12 @@ __all__ = [
     "Backbone",
     "BackboneOutput",
     "GRUState",
+    "GTrXLConfig",
     "LSTMState",
     "MemoryState",
     "MemoryTrace",
+    "PairedBackbone",
     "RNNConfig",
-    "GTrXLConfig",
     "TrXLConfig",
     "TrXLState",
     "TrXLTrace",

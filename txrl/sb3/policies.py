@@ -29,12 +29,14 @@ from stable_baselines3.common.torch_layers import (
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 
+from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput, make_backbone
 from txrl.nn.state import as_state, clone_state
 from txrl.sb3.extractors import SymbolicGridExtractor, grid_convolutions, is_symbolic_grid
 
 #: Precisions of the training pass (``training_precision``); acting is always fp32.
 TRAINING_PRECISIONS = ("fp32", "bf16")
+CRITIC_MEMORIES = ("shared", "separate")
 
 BACKBONE_KEYS = (
     "n_layers",
@@ -134,9 +136,15 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         Transformer-XL agents to need; here the targets are past steps, so the loss rewards
         retrieving them, not only encoding the present (k = 0 reconstructs the current
         step's features). Learners add it with ``aux_loss_coef["past_prediction"]`` and log
-        it as ``train/aux/past_prediction``; empty (the default): no heads, no loss.
+        it as ``train/aux/past_prediction``; empty (the default): no heads, no loss. With a
+        separate critic memory the actor's memory output makes the predictions.
+    :param critic_memory: ``"shared"`` (the default): actor and critic heads read one
+        memory, so the value loss also trains what the actor remembers; ``"separate"``: the
+        critic reads a second backbone of the same settings, with its own state
+        (:class:`txrl.nn.PairedBackbone`), as sb3-contrib's RecurrentPPO gives its critic an
+        LSTM of its own by default. Twice the backbone's cost per step.
     The other parameters are those of SB3's ``ActorCriticPolicy``; the features extractor is
-    always shared, since actor and critic share one memory.
+    always shared (it has no memory).
     """
 
     default_backbone: ClassVar[str] = "gtrxl"
@@ -160,10 +168,16 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         backbone_kwargs: dict[str, Any] | None = None,
         training_precision: str = "fp32",
         predict_past: tuple[int, ...] | list[int] = (),
+        critic_memory: str = "shared",
         share_features_extractor: bool = True,
         **kwargs: Any,
     ) -> None:
         self.predict_past = _past_offsets(predict_past)
+        if critic_memory not in CRITIC_MEMORIES:
+            raise ValueError(
+                f"critic_memory must be one of {', '.join(CRITIC_MEMORIES)}, got {critic_memory!r}"
+            )
+        self.critic_memory = critic_memory
         if training_precision not in TRAINING_PRECISIONS:
             raise ValueError(
                 f"training_precision must be one of {', '.join(TRAINING_PRECISIONS)}, "
@@ -172,7 +186,8 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         self.training_precision = training_precision
         if not share_features_extractor:
             raise ValueError(
-                "memory policies share one features extractor and one memory between actor and critic"
+                "memory policies share one features extractor between actor and critic (a "
+                "critic with a memory of its own: critic_memory='separate')"
             )
         given = {
             "n_layers": n_layers,
@@ -206,20 +221,24 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
 
     def _build_mlp_extractor(self) -> None:
         # called by ActorCriticPolicy._build once the features extractor exists
-        self.backbone: Backbone = make_backbone(
-            self.backbone_name, input_dim=int(self.features_dim), **self.backbone_settings
-        )
+        def build() -> Backbone:
+            return make_backbone(
+                self.backbone_name, input_dim=int(self.features_dim), **self.backbone_settings
+            )
+
+        self.backbone: Backbone = build()
+        memory_dim = self.backbone.output_dim  # what each head reads
+        if self.critic_memory == "separate":
+            self.backbone = PairedBackbone(self.backbone, build())
         self.mlp_extractor = MlpExtractor(
-            self.backbone.output_dim,
+            memory_dim,
             net_arch=self.net_arch,
             activation_fn=self.activation_fn,
             device=self.device,
         )
         if self.predict_past:
             # one product for every offset: (..., D) -> (..., K * F)
-            self.past_heads = nn.Linear(
-                self.backbone.output_dim, len(self.predict_past) * int(self.features_dim)
-            )
+            self.past_heads = nn.Linear(memory_dim, len(self.predict_past) * int(self.features_dim))
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
@@ -229,6 +248,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         data.update({k: v for k, v in settings.items() if k in BACKBONE_KEYS})
         data["training_precision"] = self.training_precision
         data["predict_past"] = list(self.predict_past)
+        data["critic_memory"] = self.critic_memory
         return data
 
     def _training_autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -295,7 +315,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         else:
             out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
         if aux and self.predict_past:
-            loss = self._past_prediction_loss(out.output, x, episode_starts)
+            loss = self._past_prediction_loss(self._heads_input(out.output)[0], x, episode_starts)
             out = out._replace(aux_losses={**out.aux_losses, "past_prediction": loss})
         return out.output.reshape(t * b, -1), out  # (T, B, D) -> (X, D)
 
@@ -332,8 +352,17 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         """:meth:`_memory_output` (``options`` are its flags) through the actor's and the
         critic's MLPs -> (X, latent) x 2."""
         latent, out = self._memory_output(obs, state, episode_starts, **options)
-        latent_pi, latent_vf = self.mlp_extractor(latent)
+        actor_in, critic_in = self._heads_input(latent)
+        latent_pi = self.mlp_extractor.forward_actor(actor_in)
+        latent_vf = self.mlp_extractor.forward_critic(critic_in)
         return latent_pi, latent_vf, out
+
+    def _heads_input(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The memory output (..., D) as the actor's and the critic's inputs: the same
+        tensor when they share the memory, its two parts when the critic has its own."""
+        if isinstance(self.backbone, PairedBackbone):
+            return self.backbone.split(latent)
+        return latent, latent
 
     def act(
         self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, deterministic: bool = False
@@ -480,7 +509,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         action is the argmax or a draw (``torch.multinomial``, as ``Categorical.sample``)
         from the logits' softmax without building a distribution; other spaces go through
         SB3's distributions."""
-        latent_pi = self.mlp_extractor.forward_actor(latent)
+        latent_pi = self.mlp_extractor.forward_actor(self._heads_input(latent)[0])
         if isinstance(self.action_space, spaces.Discrete):
             logits = self.action_net(latent_pi)  # (X, n)
             if deterministic:
