@@ -438,9 +438,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         device), which SB3's ``evaluate_policy`` passes back unchanged, so a step copies no
         memory to numpy and back; the next call advances it in place. A tuple of arrays of
         the same fields (e.g. ``txrl.nn.state.state_to_numpy`` of a state, saved and loaded)
-        is accepted too. Only the actor runs (no value, no log-probability), and a vector
-        observation batch or a discrete action goes the short way round SB3's generic
-        conversions, with the same results.
+        is accepted too. Only the actor's head runs (no value, no log-probability), and a
+        vector observation batch or a discrete action goes the short way round SB3's generic
+        conversions, with the same results. With ``critic_memory="separate"`` the critic's
+        memory is stepped too, so the state returned stays one whole state (usable by
+        :meth:`act` as well), at the cost of its backbone.
         """
         if self.training:
             self.set_training_mode(False)
