@@ -55,6 +55,14 @@ BAD_CONFIGS: list[tuple[dict[str, Any], list[str]]] = [
     ),
     ({"runtime": {"device": "gpu"}}, ["runtime.device must be cpu, auto, cuda"]),
     ({"ppo": {"n_steps": 48}}, ["ppo.n_steps (48) must be a multiple of ppo.segment_length (32)"]),
+    (
+        {"env": {"id": "txrl/MiniGrid-MemoryS7-v0"}, "policy": {"encoder_kwargs": {"poold": 1}}},
+        ["policy.encoder_kwargs {'poold': 1} rejected by SymbolicGridExtractor", "pooled"],
+    ),
+    (
+        {"policy": {"encoder_kwargs": {"features_dim": 8}}},
+        ["rejected by FlattenExtractor", "its arguments: none"],
+    ),
 ]
 
 

@@ -109,3 +109,45 @@ def test_an_explicit_extractor_is_kept() -> None:
     )
     assert isinstance(model.policy.features_extractor, FlattenExtractor)
     assert model.policy.normalize_images is True
+
+
+def test_pooled_features_name_what_is_in_view_wherever_it_lies() -> None:
+    torch.manual_seed(0)
+    extractor = SymbolicGridExtractor(grid_space((7, 7, 3)), features_dim=16, pooled=True)
+    plain = SymbolicGridExtractor(grid_space((7, 7, 3)), features_dim=16)
+    n_cells = 3 * extractor.embedding.embedding_dim
+    # the position-wise maps (64 x 4 x 4), then the 64 maps' and the cells' maxima
+    assert extractor.linear[0].in_features == plain.linear[0].in_features + 64 + n_cells
+
+    def features(row: int, col: int, obj: int) -> torch.Tensor:
+        codes = torch.ones(1, 7, 7, 3)  # empty floor everywhere ...
+        codes[0, row, col, 0] = obj  # ... but one object
+        cells = extractor.embedding(codes.long() + extractor.code_offsets).flatten(3)
+        return extractor._cnn_features(cells.permute(0, 3, 1, 2))[0]
+
+    # a ball in two places: the cells' maxima agree, the position-wise part does not
+    here, there = features(1, 1, 6), features(5, 4, 6)
+    assert torch.equal(here[-n_cells:], there[-n_cells:])
+    assert not torch.allclose(here[:1024], there[:1024])
+    # a key in the same place differs in the pooled part: what was seen, not where
+    assert not torch.allclose(here[-n_cells:], features(1, 1, 5)[-n_cells:])
+    assert extractor(torch.zeros(2, 7, 7, 3)).shape == (2, 16)
+
+
+def test_encoder_kwargs_of_a_config_reach_the_extractor(tmp_path) -> None:
+    from txrl.config import load_train_config
+    from txrl.learners import memory_policy
+
+    path = tmp_path / "s7.yaml"
+    path.write_text("env:\n  id: txrl/MiniGrid-MemoryS7-v0\n")
+    config = load_train_config(path, ["policy.encoder_kwargs={pooled: true, features_dim: 24}"])
+    env = gym.make("txrl/MiniGrid-MemoryS7-v0")
+    name, kwargs = memory_policy(config.policy, env.observation_space)
+    assert kwargs["features_extractor_kwargs"] == {"pooled": True, "features_dim": 24}
+    model = MemoryPPO(
+        name, env, n_steps=16, batch_size=16, segment_length=8, policy_kwargs={**TINY, **kwargs}
+    )
+    assert model.policy.features_extractor.pooled is True
+    assert model.policy.features_dim == 24
+    model.save(tmp_path / "model.zip")
+    assert MemoryPPO.load(tmp_path / "model.zip").policy.features_extractor.pooled is True

@@ -2,7 +2,7 @@
 
 :func:`resolve` looks the backbone up in the registry (which imports torch), builds it once
 at a tiny size (so that its own checks run), makes one env (so that the env checks its
-kwargs), and asks torch whether the device exists. Training (:func:`txrl.train.train`) and
+kwargs), builds the encoder when ``policy.encoder_kwargs`` is set, and asks torch whether the device exists. Training (:func:`txrl.train.train`) and
 ``txrl compare`` (once per variant, before any run starts) call it; parsing a config never
 does, so reading a run's config or planning a grid builds nothing.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from typing import Any
 
 from txrl.config.sections import EnvConfig, PolicyConfig, TrainConfig
 from txrl.errors import ConfigError
@@ -53,6 +54,8 @@ def resolve(config: TrainConfig) -> TrainConfig:
     if not problems:
         problems += _check_backbone_builds(policy, memory_policy=learner.memory_policy)
     problems += _check_env(config.env)
+    if not problems and policy.encoder_kwargs:
+        problems += _check_encoder(config, policy, learner)
     problems += _check_device(config.runtime.device)
     if problems:
         raise ConfigError(problems, note=inapplicable_note(problems))
@@ -148,6 +151,42 @@ def _check_env(env: EnvConfig) -> list[str]:
         gym.make(env_id, **env.kwargs).close()
     except (ValueError, TypeError) as e:
         return [f"env.kwargs {env.kwargs!r} rejected by {env_id}: {e}"]
+    return []
+
+
+def _check_encoder(config: TrainConfig, policy: PolicyConfig, learner: Any) -> list[str]:
+    """Build the encoder the run's policy would build, with ``policy.encoder_kwargs``, on the
+    env's observation space: a keyword its class does not take is named with those it does."""
+    import inspect
+
+    from stable_baselines3.common.vec_env import VecTransposeImage
+
+    from txrl.envs import make_env_fn
+
+    env = make_env_fn(
+        config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
+    )()
+    space = env.observation_space
+    env.close()
+    name, _ = learner.policy(policy, space)
+    policy_class = learner.algorithm_class().policy_aliases[name]
+    if hasattr(policy_class, "encoder_class"):  # txrl's memory policies choose for code grids
+        encoder = policy_class.encoder_class(space)
+    else:
+        encoder = (
+            inspect.signature(policy_class.__init__).parameters["features_extractor_class"].default
+        )
+    if encoder.__name__ in ("NatureCNN", "SmallCNN") and space.shape[-1] in (1, 3, 4):
+        space = VecTransposeImage.transpose_space(space)  # SB3 hands images over channel-first
+    try:
+        encoder(space, **policy.encoder_kwargs)
+    except (TypeError, ValueError) as e:
+        accepted = [p for p in inspect.signature(encoder.__init__).parameters][2:]
+        return [
+            f"policy.encoder_kwargs {dict(policy.encoder_kwargs)!r} rejected by "
+            f"{encoder.__name__}, the encoder of {name} for {config.env.id} ({e}); its "
+            f"arguments: {', '.join(accepted) or 'none'}"
+        ]
     return []
 
 

@@ -98,6 +98,10 @@ class PolicyConfig:
     encoder: Literal["auto", "mlp", "cnn", "multi_input"] = "auto"
     """Observation encoder before the backbone; ``auto``: ``multi_input`` for Dict
     observations, else ``mlp`` (which flattens, fine for MiniGrid's 7x7x3 codes)."""
+    encoder_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the encoder's class (SB3's ``features_extractor_kwargs``), e.g.
+    ``{features_dim: 128, pooled: true}`` for :class:`txrl.sb3.extractors.SymbolicGridExtractor`,
+    the encoder of MiniGrid-style views; a keyword the class does not take is an error."""
     predict_past: tuple[NonNegativeInt, ...] = ()
     """Steps back whose encoded observation the memory output must predict, an auxiliary
     loss (``past_prediction``, see :class:`txrl.sb3.policies.MemoryActorCriticPolicy`)
@@ -143,6 +147,8 @@ class PolicyConfig:
         )
         if self.backbone_kwargs:
             kwargs["backbone_kwargs"] = dict(self.backbone_kwargs)
+        if self.encoder_kwargs:
+            kwargs["features_extractor_kwargs"] = dict(self.encoder_kwargs)
         if self.training_precision != "fp32":
             kwargs["training_precision"] = self.training_precision
         if self.predict_past:

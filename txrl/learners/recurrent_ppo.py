@@ -52,6 +52,8 @@ def lstm_policy(policy: Any, observation_space: Any) -> tuple[str, dict[str, Any
         kwargs["n_lstm_layers"] = policy.n_layers
     if policy.net_arch is not None:
         kwargs["net_arch"] = policy.policy_kwargs()["net_arch"]
+    if policy.encoder_kwargs:
+        kwargs["features_extractor_kwargs"] = dict(policy.encoder_kwargs)
     if policy.critic_memory is not None:
         shared = policy.critic_memory == "shared"
         kwargs.update(shared_lstm=shared, enable_critic_lstm=not shared)

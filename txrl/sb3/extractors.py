@@ -77,6 +77,13 @@ class SymbolicGridExtractor(BaseFeaturesExtractor):
         features_dim: width of the output.
         embedding_dim: width of each channel's code embedding; a cell becomes
             ``C * embedding_dim`` features.
+        pooled: also hand the output layer what is in view wherever it lies: the maximum of
+            each of the last convolution's maps over the view and of each embedded cell
+            feature over the cells (64 + ``C * embedding_dim`` features next to the
+            position-wise ones). The same object seen from different cells then shares these
+            features, so a memory can carry "a ball was seen" in a few of them instead of one
+            per place in the view. The BabyAI 1.1 baselines (Hui et al. 2020) end their
+            convolutions with such a max-pool.
 
     The observations must arrive as the integer codes themselves: a policy that uses this
     extractor has to be built with ``normalize_images=False`` (the memory policies do so when
@@ -84,7 +91,11 @@ class SymbolicGridExtractor(BaseFeaturesExtractor):
     """
 
     def __init__(
-        self, observation_space: spaces.Box, features_dim: int = 128, embedding_dim: int = 8
+        self,
+        observation_space: spaces.Box,
+        features_dim: int = 128,
+        embedding_dim: int = 8,
+        pooled: bool = False,
     ) -> None:
         if not is_symbolic_grid(observation_space):
             raise ValueError(
@@ -106,11 +117,20 @@ class SymbolicGridExtractor(BaseFeaturesExtractor):
         height, width = (
             observation_space.shape[1:] if self.channels_first else observation_space.shape[:2]
         )
+        self.pooled = bool(pooled)
         self.cnn = grid_convolutions(n_channels * embedding_dim)
         with torch.no_grad():
             probe = torch.zeros(1, n_channels * embedding_dim, height, width)
-            n_flat = self.cnn(probe).shape[1]
+            n_flat = self._cnn_features(probe).shape[1]
         self.linear = nn.Sequential(nn.Linear(n_flat, features_dim), nn.ReLU())
+
+    def _cnn_features(self, cells: torch.Tensor) -> torch.Tensor:
+        """(B, C * E, H, W) embedded cells -> (B, F): the flattened maps, and with ``pooled``
+        the maps' and the cells' maxima over the view after them."""
+        if not self.pooled:
+            return self.cnn(cells)
+        maps = self.cnn[:-1](cells)  # (B, 64, H', W'), the convolutions without the flatten
+        return torch.cat((maps.flatten(1), maps.amax((2, 3)), cells.amax((2, 3))), dim=1)
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         codes = observations.round().long()
@@ -118,4 +138,4 @@ class SymbolicGridExtractor(BaseFeaturesExtractor):
             codes = codes.permute(0, 2, 3, 1)  # (B, C, H, W) -> (B, H, W, C)
         cells = self.embedding(codes + self.code_offsets)  # (B, H, W, C, E)
         cells = cells.flatten(3).permute(0, 3, 1, 2)  # (B, H, W, C * E) -> (B, C * E, H, W)
-        return self.linear(self.cnn(cells))  # (B, features_dim)
+        return self.linear(self._cnn_features(cells))  # (B, features_dim)

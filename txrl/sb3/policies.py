@@ -204,9 +204,8 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             # tenth off the training pass (bench/throughput.py); safe for the cached keys
             # because learners call on_parameters_changed after each step
             kwargs["optimizer_kwargs"] = {"eps": 1e-5, "fused": True}
-        if is_symbolic_grid(observation_space) and kwargs.get("features_extractor_class") in (
-            None,
-            SmallCNN,
+        if self.encoder_class(observation_space, kwargs.get("features_extractor_class")) is (
+            SymbolicGridExtractor
         ):  # MiniGrid-style codes are categories, not pixels: embed them, unscaled
             kwargs.update(features_extractor_class=SymbolicGridExtractor, normalize_images=False)
         self.backbone_name = backbone or self.default_backbone
@@ -256,6 +255,20 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         if self.training_precision == "bf16":
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
+
+    @classmethod
+    def encoder_class(
+        cls, observation_space: spaces.Space, given: type[BaseFeaturesExtractor] | None = None
+    ) -> type[BaseFeaturesExtractor]:
+        """The features extractor this policy builds for ``observation_space`` when
+        ``features_extractor_class`` is ``given`` (``None``: the class's default): MiniGrid-style
+        code grids get :class:`SymbolicGridExtractor` unless another extractor was named."""
+        if is_symbolic_grid(observation_space) and given in (None, SmallCNN):
+            return SymbolicGridExtractor
+        if given is None:
+            parameter = inspect.signature(cls.__init__).parameters.get("features_extractor_class")
+            given = FlattenExtractor if parameter is None else parameter.default
+        return given
 
     @classmethod
     def valid_kwargs(cls) -> list[str]:
