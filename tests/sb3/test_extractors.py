@@ -151,3 +151,34 @@ def test_encoder_kwargs_of_a_config_reach_the_extractor(tmp_path) -> None:
     assert model.policy.features_dim == 24
     model.save(tmp_path / "model.zip")
     assert MemoryPPO.load(tmp_path / "model.zip").policy.features_extractor.pooled is True
+
+
+def test_a_code_grid_among_dict_entries_is_embedded_and_pixels_are_still_scaled() -> None:
+    from txrl.envs import PreviousActionReward
+    from txrl.sb3.policies import MemoryCombinedExtractor, SmallCNN
+
+    env = PreviousActionReward(gym.make("txrl/MiniGrid-MemoryS7-v0"))
+    model = MemoryPPO(
+        "MultiInputGTrXLPolicy", env, n_steps=16, batch_size=16, segment_length=8, policy_kwargs=TINY
+    )
+    extractor = model.policy.features_extractor
+    assert isinstance(extractor, MemoryCombinedExtractor)
+    assert isinstance(extractor.extractors["observation"], SymbolicGridExtractor)
+    assert model.policy.normalize_images is False  # the codes arrive as integers
+    obs, _ = env.reset(seed=0)
+    tensor, _ = model.policy.obs_to_tensor(obs)
+    seen = preprocess_obs(tensor, model.policy.observation_space, normalize_images=False)
+    assert float(seen["observation"].max()) == float(obs["observation"].max()) > 1
+    model.learn(32)
+
+    # a pixel image next to the grid is still divided by 255, now by the extractor
+    space = spaces.Dict(
+        {"grid": grid_space((3, 7, 7)), "pixels": spaces.Box(0, 255, (3, 36, 36), np.uint8)}
+    )
+    mixed = MemoryCombinedExtractor(space, cnn_output_dim=8, scale_images=True)
+    assert isinstance(mixed.extractors["pixels"], SmallCNN) and mixed.scaled == {"pixels"}
+    pixels = torch.full((1, 3, 36, 36), 255.0)
+    grid = torch.ones(1, 3, 7, 7)
+    scaled = mixed({"grid": grid, "pixels": pixels})
+    assert torch.allclose(scaled[:, 8:], mixed.extractors["pixels"](pixels / 255.0))
+    assert torch.allclose(scaled[:, :8], mixed.extractors["grid"](grid))

@@ -86,21 +86,46 @@ class SmallCNN(BaseFeaturesExtractor):
 
 
 class MemoryCombinedExtractor(BaseFeaturesExtractor):
-    """Dict observations: :class:`SmallCNN` for image entries, flattening for the rest, concatenated."""
+    """Dict observations, each entry encoded on its own and the results concatenated:
+    :class:`SymbolicGridExtractor` for MiniGrid-style code grids, :class:`SmallCNN` for other
+    images, flattening for the rest.
+
+    Args:
+        cnn_output_dim: width of each grid's or image's features.
+        normalized_image: image entries arrive already in [0, 1] (SB3's flag).
+        scale_images: divide image entries by 255 here; the memory policies set it when a
+            code grid made them turn off SB3's scaling of every image entry
+            (``normalize_images=False``), so the grid reaches its embedding as integer
+            codes while pixel images are still scaled.
+        grid_kwargs: further arguments of each grid's :class:`SymbolicGridExtractor` (e.g.
+            ``{"pooled": True}``).
+    """
 
     def __init__(
         self,
         observation_space: spaces.Dict,
         cnn_output_dim: int = 128,
         normalized_image: bool = False,
+        scale_images: bool = False,
+        grid_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(observation_space, features_dim=1)
         extractors: dict[str, nn.Module] = {}
         total = 0
+        self.scaled: set[str] = set()
         for key, subspace in observation_space.spaces.items():
-            if is_image_space(subspace, normalized_image=normalized_image):
+            if is_symbolic_grid(subspace):
+                extractors[key] = SymbolicGridExtractor(
+                    subspace,  # type: ignore[arg-type]
+                    features_dim=cnn_output_dim,
+                    **(grid_kwargs or {}),
+                )
+                total += cnn_output_dim
+            elif is_image_space(subspace, normalized_image=normalized_image):
                 extractors[key] = SmallCNN(subspace, cnn_output_dim, normalized_image)  # type: ignore[arg-type]
                 total += cnn_output_dim
+                if scale_images:
+                    self.scaled.add(key)
             else:
                 extractor = FlattenExtractor(subspace)
                 extractors[key] = extractor
@@ -110,7 +135,11 @@ class MemoryCombinedExtractor(BaseFeaturesExtractor):
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         return torch.cat(
-            [extractor(observations[key]) for key, extractor in self.extractors.items()], dim=1
+            [
+                extractor(observations[key] / 255.0 if key in self.scaled else observations[key])
+                for key, extractor in self.extractors.items()
+            ],
+            dim=1,
         )
 
 
@@ -208,6 +237,19 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             SymbolicGridExtractor
         ):  # MiniGrid-style codes are categories, not pixels: embed them, unscaled
             kwargs.update(features_extractor_class=SymbolicGridExtractor, normalize_images=False)
+        elif (
+            isinstance(observation_space, spaces.Dict)
+            and kwargs.get("features_extractor_class") in (None, MemoryCombinedExtractor)
+            and any(is_symbolic_grid(s) for s in observation_space.spaces.values())
+        ):  # the same for a code grid among Dict entries; the extractor scales pixel images
+            kwargs.update(
+                features_extractor_class=MemoryCombinedExtractor,
+                normalize_images=False,
+                features_extractor_kwargs={
+                    "scale_images": kwargs.get("normalize_images", True),
+                    **(kwargs.get("features_extractor_kwargs") or {}),
+                },
+            )
         self.backbone_name = backbone or self.default_backbone
         self.backbone_settings = {k: v for k, v in given.items() if v is not None} | dict(
             backbone_kwargs or {}
