@@ -159,7 +159,12 @@ def test_a_code_grid_among_dict_entries_is_embedded_and_pixels_are_still_scaled(
 
     env = PreviousActionReward(gym.make("txrl/MiniGrid-MemoryS7-v0"))
     model = MemoryPPO(
-        "MultiInputGTrXLPolicy", env, n_steps=16, batch_size=16, segment_length=8, policy_kwargs=TINY
+        "MultiInputGTrXLPolicy",
+        env,
+        n_steps=16,
+        batch_size=16,
+        segment_length=8,
+        policy_kwargs=TINY,
     )
     extractor = model.policy.features_extractor
     assert isinstance(extractor, MemoryCombinedExtractor)
