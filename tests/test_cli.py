@@ -201,6 +201,27 @@ def test_best_checkpoint_follows_the_eval_log(
         torch.testing.assert_close(policy_params(resumed_best)[name], tensor, rtol=0, atol=0)
 
 
+def test_a_run_stops_once_its_evaluations_reach_eval_stop_at(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every success rate is >= 0, so the evaluations at steps 0 and 128 end a run whose
+    # budget is far away; one evaluation at the target is not enough with stop_after 2.
+    stop = {**TINY["eval"], "stop_at": 0.0, "stop_after": 2}
+    config = write_config(tmp_path / "tiny.yaml", budget=50_000, eval=stop)
+    run_dir = tmp_path / "run"
+    assert cli.main(["train", str(config), "--run-dir", str(run_dir)]) == 0
+    assert "stopped early: 2 evaluations in a row at >= 0.0" in capsys.readouterr().out
+    assert [e["timesteps"] for e in read_eval_log(run_dir / EVAL_LOG)] == [0, 128]
+    final = read_resume_state(run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT)
+    n_envs = read_run_config(run_dir).env.n_envs
+    assert final.num_timesteps == 128 + n_envs  # the step on which learn() was told to stop
+    # a target no evaluation reaches leaves the budget to decide
+    never = write_config(tmp_path / "never.yaml", eval={**stop, "stop_at": 1.5})
+    assert cli.main(["train", str(never), "--run-dir", str(tmp_path / "never")]) == 0
+    log = read_eval_log(tmp_path / "never" / EVAL_LOG)
+    assert log[-1]["timesteps"] == TINY["budget"]
+
+
 def tiny_config(**changes: Any) -> TrainConfig:
     return TrainConfig.from_dict({**TINY, **changes})
 

@@ -60,6 +60,10 @@ BAD_CONFIGS: list[tuple[dict[str, Any], list[str]]] = [
         ["policy.encoder_kwargs {'poold': 1} rejected by SymbolicGridExtractor", "pooled"],
     ),
     (
+        {"eval": {"every": 0, "stop_at": 0.9}},
+        ["eval.stop_at needs periodic evaluations", "eval.every is 0"],
+    ),
+    (
         {"policy": {"encoder_kwargs": {"features_dim": 8}}},
         ["rejected by FlattenExtractor", "its arguments: none"],
     ),

@@ -98,6 +98,9 @@ def _train(args: argparse.Namespace) -> int:
     result = train(config, run_dir, resume=args.resume is not None)
     print(f"trained {result.timesteps} steps in {result.wall_time_s:.0f} s", end="")
     print(f" (resumed from step {result.resumed_from})" if result.resumed_from is not None else "")
+    if result.stopped_at_target:
+        stop = config.eval
+        print(f"stopped early: {stop.stop_after} evaluations in a row at >= {stop.stop_at}")
     _print_summary(result.final_eval)
     print(f"evaluation log: {result.run_dir / 'eval.jsonl'}; final checkpoint: {result.checkpoint}")
     return 0

@@ -124,6 +124,7 @@ class TrainResult:
     checkpoint: Path  # the final checkpoint
     resumed_from: int | None = None  # step of the checkpoint this session started from
     wall_time_s: float = 0.0
+    stopped_at_target: bool = False  # ended by eval.stop_at before the budget was spent
 
 
 @dataclass
@@ -171,6 +172,7 @@ class Run:
     last_checkpoint: int = 0
     exact_envs: bool = False  # resumed with the checkpointed envs (not restarted ones)
     best_score: float | None = None  # the best evaluation's score so far (see eval_score)
+    target_reached: bool = False  # eval.stop_at met: learn() ends at the next env step
     started: float = field(default_factory=time.monotonic)
     eval_log: EvalLog = field(init=False)
 
@@ -335,7 +337,16 @@ class Run:
         )
         self.last_eval = step
         self.update_best(model, summary)
+        self.target_reached = self.reached_stop_score()
         return result
+
+    def reached_stop_score(self) -> bool:
+        """Whether the last ``eval.stop_after`` evaluations all scored ``eval.stop_at`` or more."""
+        target, needed = self.config.eval.stop_at, self.config.eval.stop_after
+        if target is None:
+            return False
+        recent = self.eval_log.read()[-needed:]
+        return len(recent) == needed and all(eval_score(e) >= target for e in recent)
 
     def update_best(self, model: BaseAlgorithm, summary: dict[str, Any]) -> bool:
         """Save ``best.zip`` if this evaluation's score beats every earlier one of the run
@@ -381,7 +392,9 @@ class Run:
     def finish(self, model: BaseAlgorithm, eval_env: VecEnv) -> TrainResult:
         """Final evaluation (unless one was just made) and the final checkpoint."""
         step = int(model.num_timesteps)
-        if self.last_eval != step:
+        if self.last_eval != step and not self.target_reached:
+            # (a run stopped at eval.stop_at took one env step since its last evaluation,
+            # with the evaluated weights: that evaluation stands as the final one)
             self.evaluate(model, eval_env)
         final = self.eval_log.read()[-1]
         path = self.run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT
@@ -397,6 +410,7 @@ class Run:
             checkpoint=path,
             resumed_from=self.resume_state.num_timesteps if self.resume_state else None,
             wall_time_s=self.elapsed(),
+            stopped_at_target=self.target_reached,
         )
 
     def elapsed(self) -> float:
@@ -431,7 +445,7 @@ class BetweenRollouts(BaseCallback):
             self.run.save_periodic(self.model)
 
     def _on_step(self) -> bool:
-        return True
+        return not self.run.target_reached  # False ends learn() (eval.stop_at)
 
 
 class Progress(BaseCallback):

@@ -182,6 +182,15 @@ class EvalConfig:
     success rate where the env reports one, else mean return; a tie keeps the earlier one).
     ``txrl eval RUN --best`` evaluates it. Training that solves a task and later loses it
     still leaves the solved model."""
+    stop_at: float | None = None
+    """End the run early once ``stop_after`` evaluations in a row score at least this
+    (success rate where the env reports one, else mean return): it finishes there, final
+    checkpoint and all, as if its budget were spent. For screens and time-to-solve studies;
+    a run stopped so says nothing of whether it would have held the score. ``null``: train
+    the whole budget. A stopped run resumed with a larger budget stops again at its next
+    evaluation that still scores it."""
+    stop_after: PositiveInt = 2
+    """Evaluations in a row at ``stop_at`` or above that end the run."""
 
 
 @dataclass(frozen=True)
@@ -331,6 +340,11 @@ class TrainConfig:
                         f"{self.algo}.{key} ({value}) must be a multiple of "
                         f"{self.algo}.segment_length ({segment}): training uses whole segments"
                     )
+        if self.eval.stop_at is not None and self.eval.every == 0:
+            problems.append(
+                "eval.stop_at needs periodic evaluations to stop at: eval.every is 0 (only the "
+                "final evaluation); set eval.every > 0 or eval.stop_at: null"
+            )
         if self.runtime.device not in ("cpu", "auto") and not re.fullmatch(
             r"cuda(:\d+)?|mps", self.runtime.device
         ):
