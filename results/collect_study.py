@@ -6,16 +6,23 @@ Copies the study's summary files (``results.md``, ``results.csv``, ``runs.csv``,
 ``aggregate.csv``, ``curves.png``, ``final.png``, ``ranking.png``, ``compare.yaml``: those
 that exist) and, for every run, its resolved ``config.yaml``, ``eval.jsonl`` and, where one
 was made (``txrl eval RUN --episodes 100 --json > RUN/eval_100_episodes.json``), its
-100-episode evaluation; not its checkpoints or TensorBoard events. The
-``runs/<variant>/seed_<s>/`` layout is kept. Then
+100-episode evaluation, and ``finished.json``, the mark of a finished run; not its
+checkpoints or TensorBoard events. The ``runs/<variant>/seed_<s>/`` layout is kept. Then
 writes ``summary.md`` (last evaluation, wall-clock and env steps/s of every run, through
-``plot_runs.py``). ``txrl compare STUDY.yaml --out DEST --aggregate-only`` cannot redraw
-the tables from the copy (it needs finished checkpoints); the copy is the record.
+``plot_runs.py``). The copy is a study folder ``txrl compare`` can summarise again:
+``txrl compare STUDY.yaml --out DEST --aggregate-only`` redraws its tables and plots from
+the copied logs, and more seeds can be added to it by copying their runs in.
+
+    python results/collect_study.py --mark-finished results/gates/popgym
+
+writes ``finished.json`` into copied runs from before that file existed, for each run whose
+evaluation log reached the budget of its ``config.yaml`` (and for no other).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -31,14 +38,53 @@ SUMMARY_FILES = (
     "ranking.png",
     "compare.yaml",
 )
-RUN_FILES = ("config.yaml", "eval.jsonl", "eval_100_episodes.json")
+RUN_FILES = ("config.yaml", "eval.jsonl", "finished.json", "eval_100_episodes.json")
+
+
+def mark_finished(record: Path) -> list[Path]:
+    """Write ``finished.json`` into each run of ``record`` whose eval log reached its config's
+    budget and that has none; returns the runs marked."""
+    from txrl.checkpoint import atomic_write
+    from txrl.config import read_run_config
+    from txrl.train import EVAL_LOG, FINISHED_RECORD, read_eval_log
+
+    marked = []
+    for log in sorted(record.glob(f"runs/*/seed_*/{EVAL_LOG}")):
+        run_dir = log.parent
+        entries = read_eval_log(log)
+        budget = read_run_config(run_dir).budget
+        if (run_dir / FINISHED_RECORD).exists() or not entries:
+            continue
+        if entries[-1]["timesteps"] < budget:
+            continue
+        note = {
+            "timesteps": entries[-1]["timesteps"],
+            "budget": budget,
+            "stopped_at_target": False,
+            "wall_time_s": entries[-1].get("wall_time_s"),
+            "from": "eval log (written by collect_study.py --mark-finished)",
+        }
+        atomic_write(run_dir / FINISHED_RECORD, (json.dumps(note) + "\n").encode())
+        marked.append(run_dir)
+    return marked
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("study", type=Path, help="the --out folder of txrl compare")
-    parser.add_argument("dest", type=Path, help="the results/<name> folder")
+    parser.add_argument("dest", type=Path, nargs="?", help="the results/<name> folder")
+    parser.add_argument(
+        "--mark-finished",
+        action="store_true",
+        help="only mark the finished runs of the record STUDY (see above)",
+    )
     args = parser.parse_args()
+    if args.mark_finished:
+        marked = mark_finished(args.study)
+        print(f"marked {len(marked)} finished runs in {args.study}")
+        return
+    if args.dest is None:
+        parser.error("give the results/<name> folder to copy the study into")
     args.dest.mkdir(parents=True, exist_ok=True)
     for name in SUMMARY_FILES:
         if (args.study / name).exists():

@@ -28,6 +28,7 @@ def crash_after(run_dir: Path, step: int) -> None:
     checkpoint, no later periodic ones (its logs still run past ``step``)."""
     checkpoints = run_dir / "checkpoints"
     (checkpoints / "final.zip").unlink()
+    (run_dir / "finished.json").unlink(missing_ok=True)
     for path in checkpoints.glob("step_*.zip"):
         if int(path.stem.split("_")[1]) > step:
             path.unlink()

@@ -13,7 +13,14 @@ import yaml
 from txrl.compare import compare, parse_only, plan, summarise
 from txrl.config import ConfigError, load_compare_config
 from txrl.evaluate import bootstrap_ci, iqm, wilson_interval
-from txrl.train import CHECKPOINT_DIR, CONFIG_FILE, EVAL_LOG, FINAL_CHECKPOINT, RESUME_LOG
+from txrl.train import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    EVAL_LOG,
+    FINAL_CHECKPOINT,
+    FINISHED_RECORD,
+    RESUME_LOG,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "compare_tiny.yaml"
@@ -167,6 +174,9 @@ def _check_outputs(out: Path) -> None:
         entries = [json.loads(line) for line in (run_dir / EVAL_LOG).read_text().splitlines()]
         assert [e["timesteps"] for e in entries] == [0, 64, 128]
         assert (run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).exists()
+        record = json.loads((run_dir / FINISHED_RECORD).read_text())
+        assert record["timesteps"] == record["budget"] == 128
+        assert record["stopped_at_target"] is False
 
 
 def test_local_backend_runs_the_tiny_grid_and_resumes_a_half_done_run(tmp_path: Path) -> None:
@@ -178,6 +188,7 @@ def test_local_backend_runs_the_tiny_grid_and_resumes_a_half_done_run(tmp_path: 
     # Interrupted after its first checkpoint: only that run runs again, from the checkpoint.
     half_done = tmp_path / "runs" / "lstm" / "seed_1"
     (half_done / CHECKPOINT_DIR / FINAL_CHECKPOINT).unlink()
+    (half_done / FINISHED_RECORD).unlink()
     (half_done / CHECKPOINT_DIR / "step_000000128.zip").unlink(missing_ok=True)
     lines: list[str] = []
     _, outcomes = compare(config, tmp_path, workers=2, echo=lines.append)
@@ -186,6 +197,20 @@ def test_local_backend_runs_the_tiny_grid_and_resumes_a_half_done_run(tmp_path: 
     resumes = [json.loads(line) for line in (half_done / RESUME_LOG).read_text().splitlines()]
     assert [r["from"] for r in resumes] == [64]
     _check_outputs(tmp_path)
+
+    # A record of the study without checkpoints or TensorBoard events (as results/ keeps
+    # one) is still a finished study: the same tables come back from it, nothing reruns.
+    record = tmp_path / "record"
+    for run_dir in (tmp_path / "runs").glob("*/seed_*"):
+        copy = record / run_dir.relative_to(tmp_path)
+        copy.mkdir(parents=True)
+        for name in (CONFIG_FILE, EVAL_LOG, FINISHED_RECORD):
+            (copy / name).write_bytes((run_dir / name).read_bytes())
+    assert {s.status() for s in plan(config, record)} == {"finished"}
+    lines = []
+    compare(config, record, aggregate_only=True, echo=lines.append)
+    assert "4 finished (skipped), 0 to resume, 0 new" in lines[0]
+    assert read_csv(record / "results.csv") == read_csv(tmp_path / "results.csv")
 
 
 def test_ray_backend_runs_the_tiny_grid(tmp_path: Path) -> None:

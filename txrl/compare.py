@@ -69,7 +69,7 @@ from txrl.config import (
 )
 from txrl.evaluate import bootstrap_ci, iqm
 from txrl.stats import Interval
-from txrl.train import EVAL_LOG, is_finished, latest_checkpoint, read_eval_log
+from txrl.train import EVAL_LOG, finished_run, latest_checkpoint, read_eval_log
 
 TRAIN_LOG = "train.log"
 
@@ -87,7 +87,7 @@ class RunSpec:
     def status(self) -> str:
         """``finished``, ``partial`` (has a checkpoint to resume) or ``new``."""
         run_dir = Path(self.run_dir)
-        if is_finished(run_dir):
+        if finished_run(run_dir):
             return "finished"
         if (run_dir / CONFIG_FILE).exists() and latest_checkpoint(run_dir) is not None:
             return "partial"
@@ -355,7 +355,7 @@ def read_run(spec: RunSpec, metric: str, threshold: float, score: str = "final")
     entries = read_eval_log(Path(spec.run_dir) / EVAL_LOG)
     timesteps = [int(e["timesteps"]) for e in entries]
     values = [math.nan if e.get(metric) is None else float(e[metric]) for e in entries]
-    finished = is_finished(Path(spec.run_dir)) and bool(entries)
+    finished = finished_run(spec.run_dir) and bool(entries)
     first = next((i for i, v in enumerate(values) if v >= threshold), None)
     reached = None if first is None else timesteps[first]
     clock = [e.get("wall_time_s") for e in entries]

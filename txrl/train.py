@@ -13,6 +13,9 @@ Run directory::
       checkpoints/step_<T>.zip       periodic checkpoints at env step T (the last ``keep``)
       checkpoints/best.zip           the model of the best evaluation so far (``eval.save_best``)
       checkpoints/final.zip          written last: the run is finished
+      finished.json                  and what it finished at (step, budget, clock), the mark
+                                     of a finished run that survives copying the record
+                                     without its checkpoints (``txrl compare`` reads it)
 
 A checkpoint is one zip file, written atomically between rollouts, where the learner's
 state is consistent (the previous update done, the next rollout not begun); its format is
@@ -107,6 +110,7 @@ from txrl.run_envs import (
 EVAL_LOG = "eval.jsonl"
 RESUME_LOG = "resumes.jsonl"
 TB_DIR = "tb"
+FINISHED_RECORD = "finished.json"
 # A fresh run never overwrites these; a directory with only config.yaml never started.
 RUN_FILES = (EVAL_LOG, TB_DIR, CHECKPOINT_DIR)
 
@@ -232,6 +236,7 @@ class Run:
             periodic = periodic_path(run_dir, step)
             os.replace(found[0], periodic)
             found = (periodic, found[1])
+        (run_dir / FINISHED_RECORD).unlink(missing_ok=True)  # training goes on: not finished
         if stored != config:
             atomic_write(run_dir / CONFIG_FILE, dump_yaml(config.to_dict()).encode())
         if found is None:
@@ -399,6 +404,13 @@ class Run:
         final = self.eval_log.read()[-1]
         path = self.run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT
         save_checkpoint(model, path, self.config, self.elapsed())
+        record = {
+            "timesteps": step,
+            "budget": self.config.budget,
+            "stopped_at_target": self.target_reached,
+            "wall_time_s": round(self.elapsed(), 3),
+        }
+        atomic_write(self.run_dir / FINISHED_RECORD, (json.dumps(record) + "\n").encode())
         eval_env.close()
         env = model.get_env()
         if env is not None:
@@ -415,6 +427,12 @@ class Run:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+
+def finished_run(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` holds a finished run: its final checkpoint, or (a record of the run
+    copied without its checkpoints, as ``results/`` keeps them) its ``finished.json``."""
+    return is_finished(Path(run_dir)) or (Path(run_dir) / FINISHED_RECORD).exists()
 
 
 def eval_score(summary: dict[str, Any]) -> float:
@@ -661,6 +679,7 @@ __all__ = [
     "CONFIG_FILE",
     "EVAL_LOG",
     "FINAL_CHECKPOINT",
+    "FINISHED_RECORD",
     "LOCK_FILE",
     "RESUME_LOG",
     "TB_DIR",
@@ -671,6 +690,7 @@ __all__ = [
     "TrainResult",
     "TrainingDiverged",
     "default_run_dir",
+    "finished_run",
     "is_finished",
     "latest_checkpoint",
     "make_eval_env",
