@@ -21,20 +21,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 from stable_baselines3.common.env_util import make_vec_env
+from start_in_view import StartInView  # the wrapper of the diagnostic beside this one
 
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import MemoryPPO
 from txrl.envs import PreviousActionReward
-
-
-class StartInView(gym.Wrapper):
-    """Every reset puts the agent at x = 1 (facing east), where the object is in view."""
-
-    def reset(self, **kwargs):
-        self.env.reset(**kwargs)
-        grid = self.env.unwrapped
-        grid.agent_pos = np.array((1, grid.height // 2))
-        return grid.gen_obs()["image"], {}
 
 
 def main() -> None:
