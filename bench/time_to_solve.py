@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                     row = key | run | {"budget": budget, "setup": setup}
                     if args.out is not None:
                         kept = load_rows(args.out)  # other setups' runs stay in the file
-                        body = {"task": TASK, "target": TARGET, "runs": kept + [row]}
+                        body = {"task": TASK, "target": TARGET, "runs": [*kept, row]}
                         args.out.parent.mkdir(parents=True, exist_ok=True)
                         atomic_write(args.out, (json.dumps(body, indent=1) + "\n").encode())
                 results.append(row)

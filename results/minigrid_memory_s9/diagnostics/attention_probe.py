@@ -35,7 +35,7 @@ from txrl import MemoryPPO
 from txrl.nn.attention import AttentionRecorder, RelativeMultiHeadAttention
 
 sys.path.insert(0, str(Path(__file__).parent))
-from decision_probe import probe_accuracy  # noqa: E402
+from decision_probe import probe_accuracy
 
 EPISODES = 200
 
@@ -65,18 +65,27 @@ def play(policy, env, seed: int, rng: np.random.Generator) -> dict:
         actions.append("LRF"[action])
         obs, _, terminated, truncated, _ = env.step(action)
         done = terminated or truncated
-    return {"images": images, "visible": np.array(visible), "cue": cue == "Key",
-            "actions": "".join(actions), "decision": decision}
+    return {
+        "images": images,
+        "visible": np.array(visible),
+        "cue": cue == "Key",
+        "actions": "".join(actions),
+        "decision": decision,
+    }
 
 
-def attention_of(policy, images: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def attention_of(
+    policy, images: list[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The episode as one sequence: encoder output (T, F), attention weights over the
     episode's steps (H, T, T) and the attention's output (T, D)."""
     t = len(images)
     x = torch.cat(images)
     starts = torch.zeros(t, 1, dtype=torch.bool)
     starts[0] = True
-    attention = next(m for m in policy.backbone.modules() if isinstance(m, RelativeMultiHeadAttention))
+    attention = next(
+        m for m in policy.backbone.modules() if isinstance(m, RelativeMultiHeadAttention)
+    )
     captured: dict[str, torch.Tensor] = {}
     hook = attention.register_forward_hook(
         lambda m, i, o: captured.update(out=o[0] if isinstance(o, tuple) else o)
@@ -94,8 +103,11 @@ def attention_of(policy, images: list[torch.Tensor]) -> tuple[torch.Tensor, torc
 def move_counts(actions: str) -> np.ndarray:
     """Counts of each move and of each pair of successive moves (3 + 9 features)."""
     singles = [actions.count(a) for a in "LRF"]
-    pairs = [sum(1 for i in range(len(actions) - 1) if actions[i : i + 2] == a + b)
-             for a in "LRF" for b in "LRF"]
+    pairs = [
+        sum(1 for i in range(len(actions) - 1) if actions[i : i + 2] == a + b)
+        for a in "LRF"
+        for b in "LRF"
+    ]
     return np.array(singles + pairs, dtype=np.float32)
 
 
@@ -118,10 +130,16 @@ def probe(checkpoint: str) -> dict:
             out_decision.append(attention_out[decision].numpy())
             labels_decision.append(played["cue"])
             if len(examples) < 2 and (not examples or examples[0]["cue_key"] != played["cue"]):
-                examples.append({
-                    "cue_key": played["cue"], "actions": played["actions"],
-                    "weights_at_decision": weights[:, decision, : decision + 1].numpy().round(2).tolist(),
-                })
+                examples.append(
+                    {
+                        "cue_key": played["cue"],
+                        "actions": played["actions"],
+                        "weights_at_decision": weights[:, decision, : decision + 1]
+                        .numpy()
+                        .round(2)
+                        .tolist(),
+                    }
+                )
     return {
         "checkpoint": checkpoint,
         "probe_features_t0": round(probe_accuracy(np.stack(first), np.array(labels_first)), 3),
