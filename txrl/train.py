@@ -404,10 +404,11 @@ class Run:
         final = self.eval_log.read()[-1]
         path = self.run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT
         save_checkpoint(model, path, self.config, self.elapsed())
+        stopped = self.target_reached and step < self.config.budget
         record = {
             "timesteps": step,
             "budget": self.config.budget,
-            "stopped_at_target": self.target_reached,
+            "stopped_at_target": stopped,
             "wall_time_s": round(self.elapsed(), 3),
         }
         atomic_write(self.run_dir / FINISHED_RECORD, (json.dumps(record) + "\n").encode())
@@ -422,7 +423,7 @@ class Run:
             checkpoint=path,
             resumed_from=self.resume_state.num_timesteps if self.resume_state else None,
             wall_time_s=self.elapsed(),
-            stopped_at_target=self.target_reached,
+            stopped_at_target=stopped,
         )
 
     def elapsed(self) -> float:

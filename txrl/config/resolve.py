@@ -2,9 +2,10 @@
 
 :func:`resolve` looks the backbone up in the registry (which imports torch), builds it once
 at a tiny size (so that its own checks run), makes one env (so that the env checks its
-kwargs), builds the encoder when ``policy.encoder_kwargs`` is set, and asks torch whether the device exists. Training (:func:`txrl.train.train`) and
-``txrl compare`` (once per variant, before any run starts) call it; parsing a config never
-does, so reading a run's config or planning a grid builds nothing.
+kwargs), builds the encoder when ``policy.encoder_kwargs`` is set, and asks torch whether
+the device exists. Training (:func:`txrl.train.train`) and ``txrl compare`` (once per
+variant, before any run starts) call it; parsing a config never does, so reading a run's
+config or planning a grid builds nothing.
 """
 
 from __future__ import annotations
