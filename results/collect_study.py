@@ -22,7 +22,6 @@ evaluation log reached the budget of its ``config.yaml`` (and for no other).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -44,27 +43,26 @@ RUN_FILES = ("config.yaml", "eval.jsonl", "finished.json", "eval_100_episodes.js
 def mark_finished(record: Path) -> list[Path]:
     """Write ``finished.json`` into each run of ``record`` whose eval log reached its config's
     budget and that has none; returns the runs marked."""
-    from txrl.checkpoint import atomic_write
     from txrl.config import read_run_config
-    from txrl.train import EVAL_LOG, FINISHED_RECORD, read_eval_log
+    from txrl.train import EVAL_LOG, FINISHED_RECORD, read_eval_log, write_finished_record
 
     marked = []
     for log in sorted(record.glob(f"runs/*/seed_*/{EVAL_LOG}")):
         run_dir = log.parent
+        if (run_dir / FINISHED_RECORD).exists():
+            continue
         entries = read_eval_log(log)
         budget = read_run_config(run_dir).budget
-        if (run_dir / FINISHED_RECORD).exists() or not entries:
+        if not entries or entries[-1]["timesteps"] < budget:
             continue
-        if entries[-1]["timesteps"] < budget:
-            continue
-        note = {
-            "timesteps": entries[-1]["timesteps"],
-            "budget": budget,
-            "stopped_at_target": False,
-            "wall_time_s": entries[-1].get("wall_time_s"),
-            "from": "eval log (written by collect_study.py --mark-finished)",
-        }
-        atomic_write(run_dir / FINISHED_RECORD, (json.dumps(note) + "\n").encode())
+        write_finished_record(
+            run_dir,
+            timesteps=entries[-1]["timesteps"],
+            budget=budget,
+            stopped_at_target=False,
+            wall_time_s=entries[-1].get("wall_time_s"),
+            **{"from": "eval log (written by collect_study.py --mark-finished)"},
+        )
         marked.append(run_dir)
     return marked
 

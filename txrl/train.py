@@ -405,13 +405,13 @@ class Run:
         path = self.run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT
         save_checkpoint(model, path, self.config, self.elapsed())
         stopped = self.target_reached and step < self.config.budget
-        record = {
-            "timesteps": step,
-            "budget": self.config.budget,
-            "stopped_at_target": stopped,
-            "wall_time_s": round(self.elapsed(), 3),
-        }
-        atomic_write(self.run_dir / FINISHED_RECORD, (json.dumps(record) + "\n").encode())
+        write_finished_record(
+            self.run_dir,
+            timesteps=step,
+            budget=self.config.budget,
+            stopped_at_target=stopped,
+            wall_time_s=round(self.elapsed(), 3),
+        )
         eval_env.close()
         env = model.get_env()
         if env is not None:
@@ -428,6 +428,27 @@ class Run:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+
+def write_finished_record(
+    run_dir: str | Path,
+    *,
+    timesteps: int,
+    budget: int,
+    stopped_at_target: bool,
+    wall_time_s: float | None,
+    **note: Any,
+) -> None:
+    """Write ``finished.json``: the step a finished run ended at, its budget, whether
+    ``eval.stop_at`` ended it early, its clock, and any further ``note`` (atomically)."""
+    record = {
+        "timesteps": timesteps,
+        "budget": budget,
+        "stopped_at_target": stopped_at_target,
+        "wall_time_s": wall_time_s,
+        **note,
+    }
+    atomic_write(Path(run_dir) / FINISHED_RECORD, (json.dumps(record) + "\n").encode())
 
 
 def finished_run(run_dir: str | Path) -> bool:
@@ -702,4 +723,5 @@ __all__ = [
     "read_run_config",
     "train",
     "truncate_tensorboard",
+    "write_finished_record",
 ]
