@@ -171,6 +171,36 @@ def test_predict_state_is_sized_from_the_observation_batch() -> None:
         model.predict(np.zeros((4, 3), dtype=np.float32), state=state)
 
 
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_discrete_acting_draws_what_sb3s_distribution_draws(deterministic: bool) -> None:
+    """``act`` reads a discrete action and its log-probability from one log-softmax, not
+    through SB3's distribution: same draw for the same generator state, same log-probs, and
+    the distribution it returns still answers as SB3's does (V-MPO stores its logits)."""
+    model = MemoryPPO(
+        "MlpGTrXLPolicy", tmaze_env(2), policy_kwargs=TINY, n_steps=16, batch_size=16,
+        segment_length=8, seed=0,
+    )  # fmt: skip
+    policy = model.policy.eval()
+    n = 256
+    obs = torch.as_tensor(np.stack([model.observation_space.sample() for _ in range(n)]))
+    starts = torch.zeros(n, dtype=torch.bool)
+    with torch.inference_mode():
+        torch.manual_seed(5)
+        actions, _, log_prob, distribution, _ = policy.act(
+            obs, policy.initial_state(n), starts, deterministic
+        )
+        latent_pi, _, _ = policy._latent(obs, policy.initial_state(n), starts[None], acting=True)
+        torch.manual_seed(5)
+        reference = policy._get_action_dist_from_latent(latent_pi)
+        expected = reference.get_actions(deterministic=deterministic)
+    assert torch.equal(actions, expected)
+    assert len(set(actions.tolist())) > 1  # the draws are not all one action
+    assert close(log_prob, reference.log_prob(expected), F32_REL)
+    assert close(distribution.entropy(), reference.entropy(), F32_REL)
+    assert close(distribution.distribution.logits, reference.distribution.logits, F32_REL)
+    assert close(distribution.log_prob(expected), log_prob, F32_REL)
+
+
 def test_evaluate_policy_and_vecnormalize() -> None:
     env = VecNormalize(tmaze_env(2), norm_reward=False)
     model = MemoryPPO(
