@@ -57,6 +57,11 @@ truncated episodes' bootstrap value on the ring step    --         ``value_of`` 
                                                                    3.3 ms a call (cProfile)
 tried, not kept: explicit softmax instead of            --         ``train()`` 1.04 -> 1.18 s
 ``scaled_dot_product_attention`` in training
+``act``: a discrete action and its log-probability     -0.15 to   SB3's ``Categorical`` path
+from one log-softmax (the same ``multinomial`` draw),   -0.4 (A/B, (build, validate, sample,
+the ``Categorical`` built only when asked for           loaded)    log-prob) 170 -> 32 us
+tried, not kept: ``torch.compile`` of the ring step     3.70 ->    the step is products and
+again, on the current code (36 s to compile)            3.86       per-op cost; no gain
 ======================================================  =========  ============================
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process
