@@ -60,6 +60,14 @@ def _past_offsets(offsets: tuple[int, ...] | list[int]) -> tuple[int, ...]:
     return tuple(sorted(int(k) for k in values))
 
 
+def _draw_discrete(logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
+    """Actions (X,) from logits (X, n): the argmax, or the draw of ``Categorical.sample``
+    (``multinomial`` over the softmax), without building a distribution."""
+    if deterministic:
+        return logits.argmax(dim=-1)
+    return torch.multinomial(logits.softmax(dim=-1), 1, True)[:, 0]
+
+
 class ActingCategorical(CategoricalDistribution):
     """SB3's categorical distribution of an acting step, over log-probabilities the step
     has already normalised; its torch ``Categorical`` is built on first use.
@@ -468,10 +476,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             # the draw of Categorical.sample (multinomial over the softmax) and its
             # log-probability, read from one log-softmax without building the distribution
             log_probs = self.action_net(latent_pi).log_softmax(dim=-1)  # (B, n)
-            if deterministic:
-                actions = log_probs.argmax(dim=-1)
-            else:
-                actions = torch.multinomial(log_probs.exp(), 1, True)[:, 0]
+            actions = _draw_discrete(log_probs, deterministic)
             log_prob = log_probs.gather(-1, actions[:, None])[:, 0]
             distribution: Distribution = ActingCategorical(log_probs)
         else:
@@ -611,10 +616,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         SB3's distributions."""
         latent_pi = self.mlp_extractor.forward_actor(self._heads_input(latent)[0])
         if isinstance(self.action_space, spaces.Discrete):
-            logits = self.action_net(latent_pi)  # (X, n)
-            if deterministic:
-                return logits.argmax(dim=-1)
-            return torch.multinomial(logits.softmax(dim=-1), 1, True)[:, 0]
+            return _draw_discrete(self.action_net(latent_pi), deterministic)  # (X, n) -> (X,)
         distribution = self._get_action_dist_from_latent(latent_pi)
         return distribution.get_actions(deterministic=deterministic)
 
