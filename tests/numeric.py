@@ -15,6 +15,9 @@ import torch
 F64_REL = 1e-9
 F32_REL = 1e-4
 
+#: every device torch sees here: the CPU, plus a CUDA GPU where there is one (CI has none)
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
 
 def relative_error(
     actual: torch.Tensor, expected: torch.Tensor, scale: float | None = None

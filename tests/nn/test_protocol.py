@@ -8,7 +8,7 @@ import torch
 from txrl.nn import GATE_NAMES, PairedBackbone, backbone_names, make_backbone
 from txrl.nn.state import index_state
 
-from ..numeric import F64_REL, close
+from ..numeric import DEVICES, F64_REL, close
 from .conftest import SMALL, small_backbone
 
 TRXL_FAMILY = ["gtrxl", "trxl_i", "trxl"]
@@ -34,12 +34,14 @@ def build(name: str, gate: str | None, **overrides):
     return backbone
 
 
-def random_inputs(t: int, b: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def random_inputs(
+    t: int, b: int, seed: int = 0, device: str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(t, b, SMALL["input_dim"], generator=gen)
     starts = torch.rand(t, b, generator=gen) < 0.15
     starts[0] = True
-    return x, starts
+    return x.to(device), starts.to(device)
 
 
 def step_by_step(backbone, x, starts, state):
@@ -50,10 +52,13 @@ def step_by_step(backbone, x, starts, state):
     return torch.cat(outputs), state
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("name", "gate"), CASES)
-def test_step_by_step_equals_sequence(name: str, gate: str | None, float64: None) -> None:
-    backbone = build(name, gate)
-    x, starts = random_inputs(23, 4)
+def test_step_by_step_equals_sequence(
+    name: str, gate: str | None, device: str, float64: None
+) -> None:
+    backbone = build(name, gate).to(device)
+    x, starts = random_inputs(23, 4, device=device)
     with torch.no_grad():
         y_seq, s_seq = backbone(x, backbone.initial_state(4), starts)
         y_step, s_step = step_by_step(backbone, x, starts, backbone.initial_state(4))
@@ -67,16 +72,17 @@ def test_step_by_step_equals_sequence(name: str, gate: str | None, float64: None
         assert close(c, a, F64_REL)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("name", "gate"), CASES)
 def test_acting_steps_equal_sequence_and_continue_it(
-    name: str, gate: str | None, float64: None
+    name: str, gate: str | None, device: str, float64: None
 ) -> None:
     # Backbone.step is the acting path; TrXL's writes each step into its ring buffer in
     # place, wrapping around several times here (23 steps, M = 4). Acting must compute what
     # the sequence computes, its traces must rebuild the same memory, and a sequence call
     # must carry on from a state left mid-ring.
-    backbone = build(name, gate)
-    x, starts = random_inputs(23, 4, seed=3)
+    backbone = build(name, gate).to(device)
+    x, starts = random_inputs(23, 4, seed=3, device=device)
     with torch.no_grad():
         y_seq, s_seq = backbone(x, backbone.initial_state(4), starts)
         state, outputs, traces = backbone.initial_state(4), [], []

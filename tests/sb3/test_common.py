@@ -13,6 +13,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import VMPO, MemoryPPO
+from txrl.nn.state import state_to_numpy
 
 from ..numeric import F32_REL, close
 
@@ -98,8 +99,8 @@ def test_memory_persists_across_rollouts_and_learn_calls() -> None:
     model.learn(16, reset_num_timesteps=False)
     # the buffer's carried-in memory is what the previous rollout left (re-projected keys aside)
     carried = model.rollout_buffer.initial_memory
-    assert np.array_equal(carried.hidden.numpy(), memory[0])
-    assert np.array_equal(carried.valid.numpy(), memory[-1])
+    assert np.array_equal(carried.hidden.cpu().numpy(), memory[0])
+    assert np.array_equal(carried.valid.cpu().numpy(), memory[-1])
 
 
 def test_buffer_bytes_grow_with_layers_times_width_not_memory() -> None:
@@ -147,7 +148,7 @@ def test_save_load_predict_identical(algo, tmp_path) -> None:
             obs, state=state_b, episode_start=starts, deterministic=True
         )
         assert np.array_equal(act_a, act_b)
-        for a, b in zip(state_a, state_b, strict=True):
+        for a, b in zip(state_to_numpy(state_a), state_to_numpy(state_b), strict=True):
             assert np.allclose(a, b, atol=1e-6)
         obs, _, starts, _ = env.step(act_a)
 
@@ -182,8 +183,9 @@ def test_discrete_acting_draws_what_sb3s_distribution_draws(deterministic: bool)
     )  # fmt: skip
     policy = model.policy.eval()
     n = 256
-    obs = torch.as_tensor(np.stack([model.observation_space.sample() for _ in range(n)]))
-    starts = torch.zeros(n, dtype=torch.bool)
+    obs = np.stack([model.observation_space.sample() for _ in range(n)])
+    obs = torch.as_tensor(obs, device=policy.device)
+    starts = torch.zeros(n, dtype=torch.bool, device=policy.device)
     with torch.inference_mode():
         torch.manual_seed(5)
         actions, _, log_prob, distribution, _ = policy.act(

@@ -11,6 +11,7 @@ from txrl.config import TrainConfig, resolve
 from txrl.errors import ConfigError
 from txrl.learners.recurrent_ppo import lstm_policy
 from txrl.nn import PairedBackbone
+from txrl.nn.state import state_to_numpy
 
 from .test_common import (
     TINY,
@@ -96,7 +97,7 @@ def test_save_load_and_predict_keep_both_memories(tmp_path) -> None:
         f.startswith("critic_") for f in state_a._fields
     )
     # a state handed back as arrays (saved, or built by hand) is accepted too
-    arrays = tuple(np.asarray(field) for field in state_a)
+    arrays = state_to_numpy(state_a)
     act_c, _ = learner.predict(obs, arrays, starts, deterministic=True)
     act_d, _ = learner.predict(obs, state_a, starts, deterministic=True)
     assert np.array_equal(act_c, act_d)

@@ -58,9 +58,11 @@ def test_only_pairs_within_one_episode_count() -> None:
 
 def test_no_pair_gives_zero_with_a_graph() -> None:
     policy = model(predict_past=[1]).policy
-    output = torch.randn(4, 2, 16, requires_grad=True)
-    starts = torch.ones(4, 2, dtype=torch.bool)  # one-step episodes: no pair at k = 1
-    loss = policy._past_prediction_loss(output, torch.randn(4, 2, policy.features_dim), starts)
+    device = policy.device
+    output = torch.randn(4, 2, 16, device=device, requires_grad=True)
+    starts = torch.ones(4, 2, dtype=torch.bool, device=device)  # one-step episodes: no pair
+    features = torch.randn(4, 2, policy.features_dim, device=device)
+    loss = policy._past_prediction_loss(output, features, starts)
     assert loss.item() == 0.0
     loss.backward()  # a loss the learner can add and back-propagate
     assert output.grad is not None

@@ -32,8 +32,9 @@ def tmaze(n_envs: int = 4) -> DummyVecEnv:
     return env
 
 
-def trained(algo: type, precision: str) -> MemoryPPO | VMPO:
-    """A model after a few updates, with one fresh rollout in its buffer."""
+def trained(algo: type, precision: str, **kwargs: object) -> MemoryPPO | VMPO:
+    """A model after a few updates, with one fresh rollout in its buffer (``kwargs``: more
+    of the learner's arguments, e.g. its device)."""
     model = algo(
         "MlpGTrXLPolicy",
         tmaze(),
@@ -43,6 +44,7 @@ def trained(algo: type, precision: str) -> MemoryPPO | VMPO:
         n_epochs=1,
         seed=0,
         policy_kwargs=dict(SMALL, training_precision=precision),
+        **kwargs,
     )
     model.learn(256)
     callback = model._init_callback(None)

@@ -39,7 +39,9 @@ def test_e_step_uses_the_whole_batch() -> None:
     model.learn(32)
     context = model._train_context()
     assert context["advantages"].shape == (16 * 2,)
-    assert np.allclose(context["advantages"].numpy(), model.rollout_buffer.advantages.flatten())
+    assert np.allclose(
+        context["advantages"].cpu().numpy(), model.rollout_buffer.advantages.flatten()
+    )
     # the threshold logged is that of the whole batch's top half (median of all advantages)
     logged = model.logger.name_to_value["train/top_half_threshold"]
     assert logged == pytest.approx(

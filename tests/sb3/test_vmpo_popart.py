@@ -59,7 +59,7 @@ def test_popart_update_in_training_preserves_the_value_outputs() -> None:
     head = model.policy.value_net
     assert isinstance(head, PopArtValueHead)
     model.rollout_buffer.returns[:] *= 50.0  # a new return scale moves the statistics
-    features = torch.randn(10, head.linear.in_features)
+    features = torch.randn(10, head.linear.in_features, device=head.linear.weight.device)
     with torch.no_grad():
         before = head(features)
         sigma_before = head.sigma.clone()

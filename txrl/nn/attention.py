@@ -43,7 +43,8 @@ def sinusoid_table(distances: torch.Tensor, d_model: int) -> torch.Tensor:
     """
     if d_model % 2:
         raise ValueError(f"sinusoid encoding needs an even d_model, got {d_model}")
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, d_model, 2, dtype=torch.float32) / d_model))
+    exponents = torch.arange(0, d_model, 2, dtype=torch.float32, device=distances.device)
+    inv_freq = 1.0 / (10000 ** (exponents / d_model))
     angles = distances.to(torch.float32)[:, None] * inv_freq[None, :]  # (N, D/2)
     table = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (N, D/2, 2)
     return table.flatten(-2)  # (N, D), interleaved sin/cos
@@ -433,8 +434,8 @@ def naive_relative_attention(
     q = attn.query(h).view(b, t, hd, e)  # (B, T, H, E)
     key = keys.view(b, k, hd, e)
     value = values.view(b, k, hd, e)
-    query_pos = torch.arange(t)[:, None] + m  # absolute position of query i
-    key_pos = torch.arange(k)[None, :]
+    query_pos = torch.arange(t, device=h.device)[:, None] + m  # absolute position of query i
+    key_pos = torch.arange(k, device=h.device)[None, :]
     distance = (query_pos - key_pos).clamp(min=0)  # (T, K); negative ones are masked below
     r = sinusoid_table(distance.flatten(), d).view(t, k, d)  # R_{i-j} per pair
     wr = attn.position_key(r).view(t, k, hd, e)  # W_kR R_{i-j}

@@ -69,6 +69,7 @@ class LayerMemoryBackbone(Backbone):
     # ``ring_step``, see :meth:`txrl.nn.attention.RelativeMultiHeadAttention.ring_step`);
     # otherwise every call first puts the slots oldest first.
     ring_steps: ClassVar[bool] = False
+    graph_capturable = True
     blocks: nn.ModuleList
 
     def __init__(self, config: Any, depth: int) -> None:
@@ -243,7 +244,8 @@ class LayerMemoryBackbone(Backbone):
     def ordered(self, state: MemoryState) -> MemoryState:
         """``state`` with its slots oldest first (position 0); itself when already so."""
         m = self.memory_length
-        if m == 0 or not bool(state.position.any()):
+        # only a ring step moves the position; checked without reading the device otherwise
+        if m == 0 or not self.ring_steps or not bool(state.position.any()):
             return state
         order = (state.position[:, None] + torch.arange(m, device=state.position.device)) % m
         index = order[:, None, :, None].expand_as(state.hidden)  # (B, L, M, D)

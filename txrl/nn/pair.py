@@ -68,6 +68,10 @@ class PairedBackbone(Backbone):
         self.input_dim = actor.input_dim
         self.output_dim = actor.output_dim + critic.output_dim
 
+    @property  # type: ignore[override]
+    def graph_capturable(self) -> bool:
+        return self.actor.graph_capturable and self.critic.graph_capturable
+
     def split(self, output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """An output (..., output_dim) cut into the actor's and the critic's features."""
         return output[..., : self.actor.output_dim], output[..., self.actor.output_dim :]

@@ -62,6 +62,11 @@ class Backbone(nn.Module, abc.ABC):
 
     input_dim: int
     output_dim: int
+    #: Whether an acting step (:meth:`step` without gradients, one time step) never reads
+    #: the device from the host (no ``.item()``, no shape that depends on values), so that
+    #: a learner may capture it as a CUDA graph (``txrl.sb3.graphs``). Off unless a backbone
+    #: says so; the test suite captures every backbone that does, on a GPU.
+    graph_capturable: bool = False
 
     @abc.abstractmethod
     def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> Any:

@@ -51,6 +51,8 @@ class RNNConfig:
 class RecurrentBackbone(Backbone):
     """``nn.LSTM`` or ``nn.GRU`` with the state zeroed at episode starts."""
 
+    graph_capturable = True
+
     def __init__(self, config: RNNConfig, cell: str) -> None:
         super().__init__()
         self.config = config

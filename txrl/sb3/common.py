@@ -28,6 +28,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from txrl.nn.state import clone_state, index_state, state_from_numpy, state_to_numpy
 from txrl.rl.buffer import MemoryDictRolloutBuffer, MemoryRolloutBuffer, SegmentBatch
+from txrl.sb3.graphs import GraphedActing, graphs_apply
 from txrl.sb3.policies import POLICY_ALIASES, MemoryActorCriticPolicy
 
 SelfMemoryAlgorithm = TypeVar("SelfMemoryAlgorithm", bound="MemoryOnPolicyAlgorithm")
@@ -80,6 +81,7 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         max_grad_norm: float,
         aux_loss_coef: dict[str, float] | None,
         check_finite: CheckFinite,
+        cuda_graph: bool,
         stats_window_size: int,
         tensorboard_log: str | None,
         policy_kwargs: dict[str, Any] | None,
@@ -118,6 +120,9 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 f"check_finite must be one of {', '.join(map(repr, CHECK_FINITE_MODES))}, got {check_finite!r}"
             )
         self.check_finite = check_finite
+        if not isinstance(cuda_graph, bool):
+            raise ValueError(f"cuda_graph must be True or False, got {cuda_graph!r}")
+        self.cuda_graph = cuda_graph
         self._memory: Any = None
         self._shuffle_rng = np.random.default_rng(seed)
         super().__init__(
@@ -230,6 +235,26 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         """The network that acts in rollouts (the trained policy, unless a learner keeps a target)."""
         return self.policy
 
+    def _graphed_acting(self, policy: MemoryActorCriticPolicy, memory: Any) -> GraphedActing | None:
+        """This rollout's acting step as a CUDA graph (:mod:`txrl.sb3.graphs`), or None: on a
+        CPU, with ``cuda_graph=False``, for a continuous action space, or when the capture
+        fails (said once, then eager steps for the rest of the run)."""
+        if not (self.cuda_graph and graphs_apply(policy)):
+            return None
+        with torch.inference_mode():
+            obs = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
+            starts = torch.as_tensor(self._last_episode_starts, device=self.device).bool()
+        try:
+            return GraphedActing(policy, obs, memory, starts)
+        except RuntimeError as error:
+            warnings.warn(
+                f"capturing the acting step as a CUDA graph failed ({error}); acting with "
+                "eager steps from now on (cuda_graph=False turns this off)",
+                stacklevel=2,
+            )
+            self.cuda_graph = False
+            return None
+
     def _record_step(self, rollout_buffer: MemoryRolloutBuffer, distribution: Any) -> None:
         """Hook: store more of an acting step (e.g. the distribution's parameters)."""
 
@@ -250,6 +275,9 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         rollout_buffer.reset()
         memory = self._live_memory(env.num_envs)
         rollout_buffer.set_initial_memory(clone_state(memory))  # acting advances memory in place
+        graphed = self._graphed_acting(policy, memory)
+        if graphed is not None:
+            memory = self._memory = graphed.state  # the graph's copy, advanced by each replay
         callback.on_rollout_start()
 
         while n_steps < n_rollout_steps:
@@ -258,9 +286,12 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 starts = torch.as_tensor(
                     self._last_episode_starts, device=self.device
                 ).bool()  # (B,)
-                actions_t, values, log_probs, distribution, out = policy.act(
-                    obs_tensor, memory, starts
-                )
+                if graphed is not None:
+                    actions_t, values, log_probs, distribution, out = graphed(obs_tensor, starts)
+                else:
+                    actions_t, values, log_probs, distribution, out = policy.act(
+                        obs_tensor, memory, starts
+                    )
             memory = self._memory = out.state
             actions = actions_t.cpu().numpy()
             clipped_actions = actions

@@ -99,6 +99,17 @@ class ActingCategorical(CategoricalDistribution):
         self._categorical = value
 
 
+def draw_discrete_action(
+    log_probs: torch.Tensor, deterministic: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, ActingCategorical]:
+    """A discrete acting step's actions (B,), their log-probabilities (B,) and distribution,
+    from normalised log-probabilities (B, n): the draw of ``Categorical.sample`` and its
+    log-probability read from one log-softmax, without building the distribution."""
+    actions = _draw_discrete(log_probs, deterministic)
+    log_prob = log_probs.gather(-1, actions[:, None])[:, 0]
+    return actions, log_prob, ActingCategorical(log_probs)
+
+
 class SmallCNN(BaseFeaturesExtractor):
     """A CNN for small images such as MiniGrid's 7x7 views (NatureCNN needs >= 36 pixels).
 
@@ -469,23 +480,32 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         ``state`` in place (:meth:`txrl.nn.protocol.Backbone.step`): use the returned state,
         and copy the old one first (``txrl.nn.state.clone_state``) if you need it again.
         """
+        if isinstance(self.action_space, spaces.Discrete):
+            log_probs, values, out = self.act_discrete_heads(obs, state, episode_starts)
+            actions, log_prob, distribution = draw_discrete_action(log_probs, deterministic)
+            return actions, values, log_prob, distribution, out
         latent_pi, latent_vf, out = self._latent(
             obs, state, episode_starts[None], trace=True, acting=True
         )
-        if isinstance(self.action_space, spaces.Discrete):
-            # the draw of Categorical.sample (multinomial over the softmax) and its
-            # log-probability, read from one log-softmax without building the distribution
-            log_probs = self.action_net(latent_pi).log_softmax(dim=-1)  # (B, n)
-            actions = _draw_discrete(log_probs, deterministic)
-            log_prob = log_probs.gather(-1, actions[:, None])[:, 0]
-            distribution: Distribution = ActingCategorical(log_probs)
-        else:
-            distribution = self._get_action_dist_from_latent(latent_pi)
-            actions = distribution.get_actions(deterministic=deterministic)
-            log_prob = distribution.log_prob(actions)
+        continuous = self._get_action_dist_from_latent(latent_pi)
+        actions = continuous.get_actions(deterministic=deterministic)
+        log_prob = continuous.log_prob(actions)
         values = self.value_net(latent_vf)
         actions = actions.reshape((-1, *self.action_space.shape))  # type: ignore[misc]
-        return actions, values, log_prob, distribution, out
+        return actions, values, log_prob, continuous, out
+
+    def act_discrete_heads(
+        self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
+        """The network part of a discrete acting step (everything but the draw): the
+        log-probabilities of every action (B, n), values (B, 1) and the backbone output.
+        :meth:`act` draws from them; a CUDA graph of a rollout's step captures this alone
+        (``txrl.sb3.graphs``), so its draws come from torch's generator as eager ones do."""
+        latent_pi, latent_vf, out = self._latent(
+            obs, state, episode_starts[None], trace=True, acting=True
+        )
+        log_probs = self.action_net(latent_pi).log_softmax(dim=-1)  # (B, n)
+        return log_probs, self.value_net(latent_vf), out
 
     def value_of(self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor) -> torch.Tensor:
         """Values (B, 1) of one step for B envs from ``state``, which is left as it is: the

@@ -122,6 +122,8 @@ class AdaptiveSpanAttention(MaskedRelativeAttention):
 class AdaptiveSpanTransformer(SegmentMemoryTransformer):
     """TrXL-I blocks with adaptive-span relative attention over the segment memory."""
 
+    graph_capturable = False  # each step crops the memory to the learned span (a host read)
+
     def __init__(self, config: AdaptiveSpanConfig) -> None:
         super().__init__(config, [AdaptiveSpanAttention(config) for _ in range(config.n_layers)])
 

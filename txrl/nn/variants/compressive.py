@@ -208,6 +208,8 @@ class CompressiveBlock(PreNormBlock):
 class CompressiveTransformer(Backbone):
     """Compressive Transformer behind the backbone protocol (see the module docstring)."""
 
+    graph_capturable = True
+
     def __init__(self, config: CompressiveConfig) -> None:
         super().__init__()
         self.config = config

@@ -284,6 +284,8 @@ class KernelAttention(nn.Module):
 class LinearTransformer(Backbone):
     """Linear-attention transformer behind the backbone protocol (see the module docstring)."""
 
+    graph_capturable = True
+
     def __init__(self, config: LinearConfig, feature: str) -> None:
         super().__init__()
         self.config = config

@@ -83,6 +83,8 @@ class VanillaTrace(NamedTuple):
 class VanillaTransformer(Backbone):
     """Causal Transformer encoder re-run over each step's window of inputs (module docstring)."""
 
+    graph_capturable = True
+
     def __init__(self, config: WindowConfig, position: str) -> None:
         super().__init__()
         self.config = config
