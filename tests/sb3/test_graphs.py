@@ -99,8 +99,7 @@ def test_every_registered_backbone_but_adaptive_span_says_it_can_be_captured() -
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", backbone_names())
 def test_every_backbone_is_captured_on_a_gpu(name: str, device: str) -> None:
-    # each backbone that says it can be captured is, on a GPU; a capture that fails would
-    # warn and fall back to eager steps, which here is an error
+    # each backbone that says it can be captured is, on a GPU (a capture that fails raises)
     model = backbone_model(name, 2, 4, n_steps=16, batch_size=32, segment_length=8, device=device)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

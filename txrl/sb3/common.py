@@ -237,8 +237,12 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
 
     def _graphed_acting(self, policy: MemoryActorCriticPolicy, memory: Any) -> GraphedActing | None:
         """This rollout's acting step as a CUDA graph (:mod:`txrl.sb3.graphs`), or None: on a
-        CPU, with ``cuda_graph=False``, for a continuous action space, or when the capture
-        fails (said once, then eager steps for the rest of the run)."""
+        CPU, with ``cuda_graph=False``, for a continuous action space or a backbone that does
+        not declare ``graph_capturable``.
+
+        A capture that fails is an error, not a fall-back to eager steps: a failed capture
+        leaves torch's CUDA generator unusable in this process (seen on an H100), so eager
+        steps after it would fail too, with a less helpful message."""
         if not (self.cuda_graph and graphs_apply(policy)):
             return None
         with torch.inference_mode():
@@ -247,13 +251,12 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         try:
             return GraphedActing(policy, obs, memory, starts)
         except RuntimeError as error:
-            warnings.warn(
-                f"capturing the acting step as a CUDA graph failed ({error}); acting with "
-                "eager steps from now on (cuda_graph=False turns this off)",
-                stacklevel=2,
-            )
-            self.cuda_graph = False
-            return None
+            name = type(policy.backbone).__name__
+            raise RuntimeError(
+                f"capturing the acting step of {name} as a CUDA graph failed ({error}); its "
+                "step reads the device from the host, so its graph_capturable must be False. "
+                "Train with cuda_graph=False (ppo.cuda_graph: false) meanwhile"
+            ) from error
 
     def _record_step(self, rollout_buffer: MemoryRolloutBuffer, distribution: Any) -> None:
         """Hook: store more of an acting step (e.g. the distribution's parameters)."""
