@@ -35,6 +35,12 @@ def main() -> None:
     parser.add_argument("--ent", type=float, default=0.03)
     parser.add_argument("--heads", type=int, default=2)
     parser.add_argument("--prevact", action="store_true", help="previous action and reward in")
+    parser.add_argument("--n-envs", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--gate-bias", type=float, default=None, help="the GRU gate's b_g")
+    parser.add_argument("--vf-coef", type=float, default=0.5)
     parser.add_argument("--budget", type=int, default=150_000)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
@@ -48,22 +54,28 @@ def main() -> None:
 
     model = MemoryPPO(
         ("MultiInput" if args.prevact else "Mlp") + "GTrXLPolicy",
-        make_vec_env(make, n_envs=8, seed=args.seed),
+        make_vec_env(make, n_envs=args.n_envs, seed=args.seed),
         n_steps=128,
-        batch_size=512,
+        batch_size=args.batch,
         segment_length=32,
-        n_epochs=4,
+        n_epochs=args.epochs,
+        vf_coef=args.vf_coef,
         learning_rate=args.lr,
         ent_coef=args.ent,
         seed=args.seed,
         policy_kwargs=dict(
-            d_model=64, n_layers=1, n_heads=args.heads, memory_length=32, gate="gru"
+            d_model=args.d_model,
+            n_layers=1,
+            n_heads=args.heads,
+            memory_length=32,
+            gate="gru",
+            gate_bias=args.gate_bias,
         ),
     )
     eval_env = make_vec_env(make, n_envs=8, seed=10_000 + args.seed)
     began, curve, solved = time.time(), [], None
     while model.num_timesteps < args.budget and solved is None:
-        model.learn(12_800, reset_num_timesteps=False)
+        model.learn(max(12_800, 128 * args.n_envs), reset_num_timesteps=False)
         obs, state, starts, successes = eval_env.reset(), None, np.ones(8, bool), []
         for _ in range(120):  # a greedy policy that turns in place never ends: a failure
             action, state = model.predict(
