@@ -194,6 +194,14 @@ def test_best_checkpoint_follows_the_eval_log(
     killed = tmp_path / "killed"
     shutil.copytree(run_dir, killed)
     crash_after(killed, 32)
+    # Evaluating the unfinished run says which checkpoint it took and that the run is not done.
+    capsys.readouterr()
+    assert cli.main(["eval", str(killed), "--json", "--episodes", "2"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["timesteps"] == 32
+    assert "is not finished" in captured.err and "at step 32" in captured.err
+    assert cli.main(["eval", str(run_dir), "--json", "--episodes", "2"]) == 0
+    assert "is not finished" not in capsys.readouterr().err
     assert cli.main(["train", "--resume", str(killed)]) == 0
     resumed_best = killed / CHECKPOINT_DIR / BEST_CHECKPOINT
     assert read_resume_state(resumed_best).num_timesteps == first_best_step(run_dir)

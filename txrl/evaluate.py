@@ -180,11 +180,17 @@ __all__ = [
 
 def resolve_checkpoint(target: str | Path, *, best: bool = False) -> Path:
     """A checkpoint file as given, or a run directory's newest readable checkpoint (the final
-    one when the run finished); an unreadable newer one is named on stderr and skipped.
+    one when the run finished; a warning on stderr says when it is not); an unreadable newer
+    one is named on stderr and skipped.
     ``best``: the run directory's ``checkpoints/best.zip`` (its best evaluation so far)."""
     import sys
 
-    from txrl.checkpoint import BEST_CHECKPOINT, CHECKPOINT_DIR, newest_readable_checkpoint
+    from txrl.checkpoint import (
+        BEST_CHECKPOINT,
+        CHECKPOINT_DIR,
+        FINAL_CHECKPOINT,
+        newest_readable_checkpoint,
+    )
     from txrl.errors import RunError
 
     path = Path(target)
@@ -206,7 +212,15 @@ def resolve_checkpoint(target: str | Path, *, best: bool = False) -> Path:
             raise RunError(
                 f"{path} holds no readable checkpoint (looked in {path / 'checkpoints'})"
             )
-        return found[0]
+        checkpoint, state = found
+        if checkpoint.name != FINAL_CHECKPOINT:
+            print(
+                f"warning: {path} is not finished (no {CHECKPOINT_DIR}/{FINAL_CHECKPOINT}): "
+                f"evaluating its newest checkpoint, {checkpoint.name} at step "
+                f"{state.num_timesteps}; `txrl train --resume {path}` finishes it",
+                file=sys.stderr,
+            )
+        return checkpoint
     if path.is_file():
         return path
     raise RunError(f"{path} is neither a run directory nor a checkpoint file")
