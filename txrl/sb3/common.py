@@ -253,9 +253,10 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         except RuntimeError as error:
             name = type(policy.backbone).__name__
             raise RuntimeError(
-                f"capturing the acting step of {name} as a CUDA graph failed ({error}); its "
-                "step reads the device from the host, so its graph_capturable must be False. "
-                "Train with cuda_graph=False (ppo.cuda_graph: false) meanwhile"
+                f"capturing the acting step of {name} as a CUDA graph failed ({error}); a "
+                "backbone whose step syncs with the host (e.g. .item()) cannot be captured "
+                "and should declare graph_capturable = False. Train with cuda_graph=False "
+                "(ppo.cuda_graph: false) meanwhile"
             ) from error
 
     def _record_step(self, rollout_buffer: MemoryRolloutBuffer, distribution: Any) -> None:

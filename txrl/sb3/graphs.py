@@ -2,18 +2,19 @@
 
 On a GPU, one acting step of a memory policy is a few hundred small kernels (three layers'
 products, the ring buffer's writes, the action head), and launching them costs more than
-running them: at 64 envs, GTrXL 3 x 256, M = 256 on an H100, the eager step took 3.16 ms
-and its replay as a captured graph 0.83 ms (``bench/gpu_throughput.py``, README). A graph replays the
-same kernels on the same buffers, so :class:`GraphedActing` keeps static copies of what the
-step reads (observation, episode starts, the memory state, advanced in place each replay)
-and hands back copies of what it wrote, so nothing a rollout stores is overwritten by the
-next replay.
+running them: at 64 envs, GTrXL 3 x 256, M = 256 on an H100, the eager step took 3.16 ms and
+its replay as a captured graph 0.83 ms (``bench/gpu_throughput.py``, README). A graph
+replays the same kernels on the same buffers, so :class:`GraphedActing` keeps static copies
+of what the step reads (observation, episode starts, the memory state, advanced in place
+each replay) and hands back copies of what it wrote, so nothing a rollout stores is
+overwritten by the next replay.
 
 The draw stays outside the graph (a few kernels), so the actions are those eager steps draw
-from the same generator state. A graph fixes the addresses it reads. The weights keep
-theirs (the optimizers update them in place), but the policy's cached products of them (:class:`txrl.nn.cache.ParameterCache`) are
-rebuilt after an update, so a learner captures a new graph at the start of each rollout
-(about as much as three eager steps) rather than keeping one across updates.
+from the same generator state. A graph fixes the addresses it reads. The weights keep theirs
+(the optimizers update them in place), but the policy's cached products of them
+(:class:`txrl.nn.cache.ParameterCache`) are rebuilt after an update, so a learner captures a
+new graph at the start of each rollout (about as much as three eager steps) rather than
+keeping one across updates.
 """
 
 from __future__ import annotations
