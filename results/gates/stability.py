@@ -5,22 +5,22 @@
 For every variant and seed of a study folder (``runs/<variant>/seed_<s>/eval.jsonl``, as
 ``txrl compare`` and ``results/collect_study.py`` leave it): the first evaluation at or above
 the study's threshold, the lowest evaluation after it, how many later evaluations fell below
-it, and the final one; then the same per variant over its seeds. A memory that learns and then forgets shows here where a mean over
-training or a final score alone can hide it.
+it, and the final one; then the same per variant over its seeds. A memory that learns and
+then forgets shows here where a mean over training or a final score alone can hide it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import yaml
 
+from txrl.train import read_eval_log
+
 
 def read_log(path: Path, metric: str) -> list[tuple[int, float]]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [(r["timesteps"], r[metric]) for r in rows]
+    return [(r["timesteps"], r[metric]) for r in read_eval_log(path)]
 
 
 def after_first(
