@@ -95,12 +95,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F
 from sb3_contrib import RecurrentPPO
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import MemoryPPO
+from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.state import state_nbytes
 
 TASK = "txrl/TMazePassive-v0"
@@ -156,6 +158,38 @@ def txrl_act_seconds(model: MemoryPPO, repeats: int) -> float:
         holder["state"] = out.state
 
     return median_seconds(step, policy.backbone.memory_length + 20, repeats)
+
+
+def step_products(policy: Any) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """(weight, bias) of every product an acting step makes with a weight, in step order:
+    the embedding, per layer the fused (q + u, q + v, key, value) product, the output
+    projection, the gates' and the MLP's products, then the heads. The positional keys
+    are cached between updates and the query / key-value weights are read through the fused
+    one, so they are not among them."""
+    fused_away: set[torch.nn.Module] = set()
+    products: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+    with torch.inference_mode():
+        for module in policy.modules():  # pre-order: an attention before its own linears
+            if isinstance(module, RelativeMultiHeadAttention):
+                products.append(module.ring_weights(policy.backbone.memory_length + 1)[:2])
+                fused_away |= {module.query, module.key_value, module.position_key}
+            elif isinstance(module, torch.nn.Linear) and module not in fused_away:
+                products.append((module.weight, module.bias))
+    return products
+
+
+def txrl_products_seconds(model: MemoryPPO, repeats: int) -> float:
+    """The acting step's weight products alone (:func:`step_products` on B rows each): what
+    a step costs with no per-op cost at all, a floor for any implementation in fp32."""
+    products = step_products(model.policy)
+    rows = [torch.randn(model.n_envs, weight.shape[1]) for weight, _ in products]
+
+    def step() -> None:
+        with torch.inference_mode():
+            for x, (weight, bias) in zip(rows, products, strict=True):
+                F.linear(x, weight, bias)
+
+    return median_seconds(step, 20, repeats)
 
 
 def recurrent_forward_seconds(model: RecurrentPPO, repeats: int) -> float:
@@ -233,11 +267,17 @@ def main() -> None:
     quick_ours, quick_theirs = build("txrl", "quick", args), build("recurrent", "quick", args)
     long_memory = build("txrl", "bench", args, memory_length=1024)
     bf16 = build("txrl", "bench", args, training_precision="bf16")
+    narrow = build("txrl", "bench", args, d_model=8)  # the same step, products negligible
     ms, n = 1e3, args.repeats
     # (label, first, second, unit, target); "first / second" is the ratio printed
     figures: list[tuple[str, Callable[[], float], Callable[[], float], str, str]] = [
         ("acting step (act vs forward), B=8", lambda: txrl_act_seconds(ours, n) * ms,
          lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "<= 1.5x (or <= 2.5 ms)"),
+        ("  its weight products alone (vs forward)",
+         lambda: txrl_products_seconds(ours, n) * ms,
+         lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "(a floor)"),
+        ("  the same step at d_model 8 (vs forward)", lambda: txrl_act_seconds(narrow, n) * ms,
+         lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "(per-op cost)"),
         ("predict, B=8", lambda: predict_seconds(ours, n) * ms,
          lambda: predict_seconds(theirs, n) * ms, "ms", "<= 2x"),
         ("learn() at the bench setup", lambda: learn_steps_per_second(ours, args.timesteps),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -235,6 +237,28 @@ def test_trxl_step_attends_to_at_most_memory_plus_self() -> None:
     assert 0.0 <= out.stats["layer1/gate_attention"].item() <= 1.0
 
 
+@pytest.mark.parametrize("name", ["gtrxl", "trxl"])
+def test_compiled_acting_step_equals_the_sequence(name: str) -> None:
+    # compile_step runs the ring step's layer loop through torch.compile (one float32 graph):
+    # it must still compute what the training pass computes, at two batch sizes (the second
+    # compiles once more, for any size); a copy (V-MPO's target network) compiles its own
+    backbone = build(name, None, compile_step=True)
+    for b, seed in ((4, 3), (3, 5)):
+        x, starts = random_inputs(23, b, seed=seed)
+        with torch.inference_mode():
+            y_seq, s_seq = backbone(x, backbone.initial_state(b), starts)
+            state, outputs = backbone.initial_state(b), []
+            for t in range(x.shape[0]):
+                out = backbone.step(x[t : t + 1], state, starts[t : t + 1])
+                outputs.append(out.output)
+                state = out.state
+        assert close(torch.cat(outputs), y_seq, 1e-5)
+        for a, c in zip(s_seq, backbone.ordered(state), strict=True):
+            assert close(c.float(), a.float(), 1e-5)
+    assert "_compiled_layers_fn" in backbone.__dict__, "the compiled loop ran"
+    assert "_compiled_layers_fn" not in copy.deepcopy(backbone).__dict__
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -243,6 +267,7 @@ def test_trxl_step_attends_to_at_most_memory_plus_self() -> None:
         ({"gate": "lstm"}, "valid gates"),
         ({"n_layers": 0}, "n_layers must be a positive int"),
         ({"heads": 2}, "has no setting 'heads'; valid settings: input_dim, d_model"),
+        ({"compile_step": "yes"}, "compile_step must be true or false, got 'yes'"),
     ],
 )
 def test_bad_settings_are_named(kwargs: dict, message: str) -> None:

@@ -13,7 +13,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import VMPO, MemoryPPO
-from txrl.nn.state import state_to_numpy
+from txrl.nn.state import index_state, state_to_numpy
 
 from ..numeric import F32_REL, close
 
@@ -83,6 +83,19 @@ def assert_next_rollout_recomputed_exactly(model) -> None:
     assert close(values, batch.old_values.flatten(), F32_REL)
 
 
+def test_compiled_acting_step_trains_exactly() -> None:
+    # compile_step: rollouts act through the compiled ring step, training runs the eager
+    # sequence pass, and the two agree as the eager acting step does
+    kwargs = dict(TINY, backbone_kwargs={"compile_step": True})
+    n_envs, n_steps = 2, 24
+    model = MemoryPPO("MlpGTrXLPolicy", tmaze_env(n_envs), n_steps=n_steps,
+                      batch_size=n_steps * n_envs, segment_length=8, n_epochs=1,
+                      policy_kwargs=kwargs, seed=0)  # fmt: skip
+    model.learn(n_steps * n_envs)
+    assert "_compiled_layers_fn" in model.policy.backbone.__dict__, "rollouts ran compiled"
+    assert_next_rollout_recomputed_exactly(model)
+
+
 def test_memory_persists_across_rollouts_and_learn_calls() -> None:
     model = MemoryPPO(
         "MlpGTrXLPolicy",
@@ -101,6 +114,53 @@ def test_memory_persists_across_rollouts_and_learn_calls() -> None:
     carried = model.rollout_buffer.initial_memory
     assert np.array_equal(carried.hidden.cpu().numpy(), memory[0])
     assert np.array_equal(carried.valid.cpu().numpy(), memory[-1])
+
+
+class EndlessEnv(gym.Env):
+    """Random observations, no reward, never terminates: only its time limit ends episodes."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_truncated_episodes_bootstrap_from_each_envs_memory(algo, monkeypatch) -> None:
+    # every env is cut by its time limit at the same steps, so one call serves several envs
+    n_envs, limit, n_steps = 3, 5, 12
+    env = DummyVecEnv([lambda: gym.wrappers.TimeLimit(EndlessEnv(), limit)] * n_envs)
+    env.seed(0)
+    model = algo("MlpGTrXLPolicy", env, n_steps=n_steps, batch_size=n_steps * n_envs,
+                 segment_length=4, policy_kwargs=TINY, gamma=0.9, seed=0)  # fmt: skip
+    calls: list[tuple[list[int], np.ndarray]] = []
+    batched = model._final_values
+
+    def checked(policy, memory, new_obs, infos, envs):
+        values = batched(policy, memory, new_obs, infos, envs)
+        for row, idx in enumerate(envs):  # each env alone, from its own rows of the memory
+            final = torch.as_tensor(infos[idx]["terminal_observation"])[None]
+            with torch.inference_mode():
+                alone = policy.value_of(final, index_state(memory, slice(idx, idx + 1)),
+                                        torch.zeros(1, dtype=torch.bool))  # fmt: skip
+            assert values[row] == pytest.approx(float(alone), rel=1e-5, abs=1e-6)
+        calls.append((list(envs), values))
+        return values
+
+    monkeypatch.setattr(model, "_final_values", checked)
+    model.learn(n_steps * n_envs)
+    assert [envs for envs, _ in calls] == [[0, 1, 2], [0, 1, 2]]  # after steps 5 and 10
+    rewards = model.rollout_buffer.rewards  # (n_steps, n_envs); the env itself gives 0
+    for step, (_, values) in zip((limit - 1, 2 * limit - 1), calls, strict=True):
+        assert np.allclose(rewards[step], 0.9 * values)
+        assert np.all(values != 0.0)
+    other = np.delete(rewards, [limit - 1, 2 * limit - 1], axis=0)
+    assert np.all(other == 0.0)
 
 
 def test_buffer_bytes_grow_with_layers_times_width_not_memory() -> None:

@@ -183,11 +183,14 @@ class RelativeMultiHeadAttention(ParameterCache):
         build = lambda: self.position_keys(n_keys).permute(1, 2, 0).contiguous()  # noqa: E731
         return self.cached("position_keys_by_head", n_keys, (weight,), build)
 
-    def _ring_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Weight (4D, D) and bias (4D) of one product giving an acting step's scaled
-        ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)`` and its key ``W_kE z`` and value
-        ``W_v z``: ``[W_q; W_q] / sqrt(E)`` with bias ``[u; v] / sqrt(E)``, then ``[W_kE; W_v]``,
-        built once from the weights and reused while they keep their versions."""
+    def ring_weights(self, n_keys: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What :meth:`ring_step` derives from the weights for ``n_keys`` = M + 1 keys, built
+        once and reused while the weights keep their versions:
+
+        * weight (4D, D) and bias (4D) of one product giving the step's scaled
+          ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)`` and its key ``W_kE z`` and value
+          ``W_v z``: ``[W_q; W_q] / sqrt(E)`` with bias ``[u; v] / sqrt(E)``, then ``[W_kE; W_v]``;
+        * the positional keys per head (H, E, K) (:meth:`position_keys`)."""
         weights = (self.query.weight, self.key_value.weight, self.content_bias, self.position_bias)
 
         def build() -> tuple[torch.Tensor, torch.Tensor]:
@@ -199,7 +202,8 @@ class RelativeMultiHeadAttention(ParameterCache):
             bias = torch.cat((*(b.flatten() * scale for b in biases), zeros))  # (4D,)
             return weight, bias
 
-        return self.cached("ring_weights", 0, weights, build)
+        weight, bias = self.cached("ring_weights", 0, weights, build)
+        return weight, bias, self._position_keys_by_head(n_keys)
 
     def over_memory(
         self,
@@ -268,24 +272,25 @@ class RelativeMultiHeadAttention(ParameterCache):
         memory_keys: torch.Tensor,
         memory_values: torch.Tensor,
         plan: RingPlan,
+        derived: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One acting step over a memory kept as a ring buffer (slots in any order).
 
         ``z`` (B, D) the step's attention input; ``memory_keys``/``memory_values`` (B, M, D)
         the cached ones in ring order; ``plan`` the step's key order and mask, the same for
-        every layer (:class:`RingPlan`). The scores are those of :func:`relative_attention`:
+        every layer (:class:`RingPlan`); ``derived`` what :meth:`ring_weights` returns
+        (looked up when None). The scores are those of :func:`relative_attention`:
         (a) + (c) as ``(q + u) k^T`` over the memory in place and over the step's own key,
         (b) + (d) as ``(q + v) (W_kR R)^T`` over the M + 1 distances, read per slot. Returns
         the output (B, D) and the step's key and value (B, D) for the memory.
         """
         b, m, d = memory_keys.shape
         hd, e = self.n_heads, self.head_dim
-        fused = F.linear(z, *self._ring_weights())  # (B, 4D)
+        weight, bias, position_keys = derived if derived is not None else self.ring_weights(m + 1)
+        fused = F.linear(z, weight, bias)  # (B, 4D)
         qu, qv, key, value = fused.split(d, dim=-1)  # (B, D) each, q's scaled by 1/sqrt(E)
         # (b) + (d) against the distances M .. 0, one batched product per head
-        by_distance = torch.bmm(
-            qv.view(b, hd, e).transpose(0, 1), self._position_keys_by_head(m + 1)
-        )
+        by_distance = torch.bmm(qv.view(b, hd, e).transpose(0, 1), position_keys)  # (H, B, K)
         # each slot's score read at its distance, plus the mask (-inf where not allowed)
         position = by_distance.transpose(0, 1).gather(2, plan.key_index.expand(b, hd, m + 1))
         position = position + plan.mask  # (B, H, K)

@@ -8,7 +8,7 @@ Legend: B envs, T steps, L layers (or depth steps), M memory slots, D width.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -18,6 +18,10 @@ from torch import nn
 from txrl.nn.attention import RingPlan
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
+
+# a C++ wrapper around the compiled kernels: no Python between them (on a CPU the wrapper's
+# per-call cost is what the compiled step saves)
+_COMPILE_OPTIONS = {"cpp_wrapper": True}
 
 
 class MemoryState(NamedTuple):
@@ -178,36 +182,90 @@ class LayerMemoryBackbone(Backbone):
         """The layer loop of :meth:`run` for one step over the ring: the same attention
         (:meth:`~txrl.nn.attention.RelativeMultiHeadAttention.ring_step`), with each slot's
         relative distance read from the write position instead of the slot's index. The
-        step runs on (B, D) rows; blocks are position-wise, so they take them as they are."""
+        step runs on (B, D) rows; blocks are position-wise, so they take them as they are.
+        With the ``compile_step`` setting the layer loop runs compiled
+        (:meth:`_compiled_layers`); the ring write stays outside, in place."""
         start = episode_starts[0]  # (B,)
-        h = self.embed(x[0])  # (B, I) -> (B, D)
-        plan = self._ring_plan(state, start, h.dtype)
+        # what the attentions derive from their weights, looked up here (a cache keyed on
+        # the weights' versions), so the compiled loop takes them as plain inputs
+        derived = [block.attention.ring_weights(self.memory_length + 1) for block in self.blocks]
+        layers = self._compiled_layers() if self.compiles_step else self._ring_layers
+        h, hidden, keys, values = layers(
+            x[0], state.keys, state.values, state.position, state.valid, start, derived
+        )
+        new_state = self._write_ring(state, hidden, keys, values, start)
+        step_trace = self.trace_type(hidden=hidden[None]) if trace else None  # (1, B, L, D)
+        return BackboneOutput(h[None], new_state, step_trace, self.aux_losses(), {})
+
+    @property
+    def compiles_step(self) -> bool:
+        """Whether acting steps run the layer loop compiled (the ``compile_step`` setting)."""
+        return bool(getattr(self.config, "compile_step", False))
+
+    def _compiled_layers(self) -> Callable[..., tuple[torch.Tensor, ...]]:
+        """:meth:`_ring_layers` compiled with ``torch.compile``, built at the first call.
+
+        One graph, no Python per op: on a CPU the step's ~250 small ops cost more than its
+        products, and the compiled loop runs them as a few fused kernels. The first step
+        at a batch size compiles (tens of seconds on a CPU); a second batch size compiles
+        once more, for any batch size (torch's dynamic shapes). A copy of the backbone
+        (``copy.deepcopy``, pickling) compiles its own."""
+        compiled = self.__dict__.get("_compiled_layers_fn")
+        if compiled is None:
+            compiled = torch.compile(self._ring_layers, options=_COMPILE_OPTIONS)
+            self.__dict__["_compiled_layers_fn"] = compiled
+        return compiled
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())
+        state.pop("_compiled_layers_fn", None)  # bound to this instance; a copy compiles its own
+        return state
+
+    def _ring_layers(
+        self,
+        x: torch.Tensor,
+        memory_keys: torch.Tensor,
+        memory_values: torch.Tensor,
+        position: torch.Tensor,
+        valid: torch.Tensor,
+        start: torch.Tensor,
+        derived: list[tuple[torch.Tensor, ...]],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The layers of one ring step, reading the state and writing nothing: inputs x
+        (B, I), the cached keys and values (B, L, M, D), the write ``position`` (B,), ``valid``
+        (B, M), the steps that start an episode ``start`` (B,) and each layer's ``derived``
+        weights. Returns the output (B, D) and the step's layer inputs, keys and values
+        (B, L, D) for the ring."""
+        h = self.embed(x)  # (B, I) -> (B, D)
+        plan = self._ring_plan(position, valid, start, h.dtype)
         inputs, keys, values = [], [], []
         for layer, block in enumerate(self.blocks):
             inputs.append(h)
             attended, key, value = block.attention.ring_step(
-                block.attention_input(h), state.keys[:, layer], state.values[:, layer], plan
+                block.attention_input(h),
+                memory_keys[:, layer],
+                memory_values[:, layer],
+                plan,
+                derived[layer],
             )
             keys.append(key)
             values.append(value)
             h = block(h, attended)
-        hidden = torch.stack(inputs, dim=1)  # L x (B, D) -> (B, L, D)
-        new_state = self._write_ring(
-            state, hidden, torch.stack(keys, dim=1), torch.stack(values, dim=1), start
-        )
-        step_trace = self.trace_type(hidden=hidden[None]) if trace else None  # (1, B, L, D)
-        return BackboneOutput(h[None], new_state, step_trace, self.aux_losses(), {})
+        # L x (B, D) -> (B, L, D) each
+        return h, torch.stack(inputs, dim=1), torch.stack(keys, dim=1), torch.stack(values, dim=1)
 
-    def _ring_plan(self, state: MemoryState, start: torch.Tensor, dtype: torch.dtype) -> RingPlan:
+    def _ring_plan(
+        self, position: torch.Tensor, valid: torch.Tensor, start: torch.Tensor, dtype: torch.dtype
+    ) -> RingPlan:
         """Key order and mask of one acting step, shared by the layers: slot j is
         ``(position - j - 1) mod M + 1`` steps back, so its place in the distances M .. 0
         is ``(j - position) mod M``; the step itself is last, at distance 0, always allowed.
         Slots of an earlier episode (or any, when this step starts one) are masked."""
         m = self.memory_length
         slots = torch.arange(m, device=start.device)
-        slot_index = (slots - state.position[:, None]).remainder_(m)  # (B, M)
+        slot_index = (slots - position[:, None]).remainder_(m)  # (B, M)
         key_index = F.pad(slot_index, (0, 1), value=m)[:, None]  # (B, 1, M+1)
-        keep = state.valid & ~start[:, None]  # (B, M)
+        keep = valid & ~start[:, None]  # (B, M)
         mask = torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(
             ~keep, float("-inf")
         )

@@ -26,7 +26,7 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
-from txrl.nn.state import clone_state, index_state, state_from_numpy, state_to_numpy
+from txrl.nn.state import clone_state, state_from_numpy, state_to_numpy
 from txrl.rl.buffer import MemoryDictRolloutBuffer, MemoryRolloutBuffer, SegmentBatch
 from txrl.sb3.graphs import GraphedActing, graphs_apply
 from txrl.sb3.policies import POLICY_ALIASES, MemoryActorCriticPolicy
@@ -314,22 +314,18 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
             if isinstance(self.action_space, spaces.Discrete):
                 actions = actions.reshape(-1, 1)
 
-            # Truncated episodes bootstrap from the value of the final observation, computed
-            # with that env's memory (the final observation continues the same episode) by
-            # the acting network in eval mode, whose keys and values that memory caches.
-            for idx, done in enumerate(dones):
-                if (
-                    done
-                    and infos[idx].get("terminal_observation") is not None
-                    and infos[idx].get("TimeLimit.truncated", False)
-                ):
-                    terminal_obs = policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
-                    no_start = torch.zeros(1, dtype=torch.bool, device=self.device)
-                    with torch.inference_mode():
-                        terminal_value = policy.value_of(
-                            terminal_obs, index_state(memory, slice(idx, idx + 1)), no_start
-                        )
-                    rewards[idx] += self.gamma * terminal_value.item()
+            # Truncated episodes bootstrap from the value of the final observation
+            truncated = [
+                idx
+                for idx, done in enumerate(dones)
+                if done
+                and infos[idx].get("terminal_observation") is not None
+                and infos[idx].get("TimeLimit.truncated", False)
+            ]
+            if truncated:
+                rewards[truncated] += self.gamma * self._final_values(
+                    policy, memory, new_obs, infos, truncated
+                )
 
             rollout_buffer.add(
                 self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs
@@ -346,6 +342,33 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         callback.update_locals(locals())
         callback.on_rollout_end()
         return True
+
+    def _final_values(
+        self,
+        policy: MemoryActorCriticPolicy,
+        memory: Any,
+        new_obs: Any,
+        infos: list[dict],
+        envs: list[int],
+    ) -> np.ndarray:
+        """Values (len(envs),) of the final observations of the truncated ``envs``, each with
+        its env's memory (the final observation continues that episode), from one step of
+        the acting network over every env (the others read their new observation, and their
+        values are dropped), so the step has the batch size of acting (a compiled step,
+        ``compile_step``, is not compiled again for it); ``memory`` stays as it is."""
+        if isinstance(new_obs, dict):
+            obs: Any = {key: np.array(value) for key, value in new_obs.items()}
+            for idx in envs:
+                for key in obs:
+                    obs[key][idx] = infos[idx]["terminal_observation"][key]
+        else:
+            obs = np.array(new_obs)
+            for idx in envs:
+                obs[idx] = infos[idx]["terminal_observation"]
+        no_start = torch.zeros(len(infos), dtype=torch.bool, device=self.device)  # (n_envs,)
+        with torch.inference_mode():
+            values = policy.value_of(obs_as_tensor(obs, self.device), memory, no_start)
+        return values.flatten()[envs].cpu().numpy()
 
     # ------------------------------------------------------------------ training
 
