@@ -12,8 +12,13 @@ the passive T-maze, 8 envs, n_steps 128, batch 256, 4 epochs; GTrXL 3 layers, d_
 LSTM ("quick-start size").
 
 Printed: one acting step (``policy.act``, B = 8, full memory) against one RecurrentPPO
-``policy.forward``; ``model.predict`` (the path of SB3's ``evaluate_policy``) against
-RecurrentPPO's; ``learn()`` env-steps/s at both sizes; txrl's ``learn()`` with the
+``policy.forward``, with two bounds on it: the step's weight products alone (its 37
+``(8, in) x (in, out)`` products with its weights, no other op: what any fp32
+implementation pays) and the same step at d_model 8 (its products negligible: the per-op
+cost); ``model.predict`` (the path of SB3's ``evaluate_policy``) against RecurrentPPO's;
+the acting step and ``predict`` again with the ``compile_step`` setting (the layer loop
+compiled by ``torch.compile``; it compiles at the first step); ``learn()`` env-steps/s at
+both sizes, and with ``compile_step`` at the bench setup; txrl's ``learn()`` with the
 bfloat16 training pass (``training_precision="bf16"``) against fp32; acting latency at
 M = 1024 against M = 64; the rollout buffer's memory trace in bytes per transition at M = 64
 and M = 1024.
@@ -62,6 +67,18 @@ from one log-softmax (the same ``multinomial`` draw),   -0.4 (A/B, (build, valid
 the ``Categorical`` built only when asked for           loaded)    log-prob) 170 -> 32 us
 tried, not kept: ``torch.compile`` of the ring step     3.70 ->    the step is products and
 again, on the current code (36 s to compile)            3.86       per-op cost; no gain
+``compile_step`` (an option): the ring step's layer     3.7-4.0    that compile had 11 graphs:
+loop compiled as one graph; the derived weights (fused  -> 1.9-2.6 the parameter cache (a dict
+q/k/v, positional keys) looked up outside and passed    (layers    keyed on weight versions)
+in; a C++ wrapper (``cpp_wrapper``), since with the     alone,     broke it at each lookup;
+Python wrapper the same graph took 3.2 ms               one        ~250 ops -> 40 products
+                                                        process)   and 16 fused kernels
+truncated episodes' bootstrap values from one step     --         one call per truncated env
+over all envs (the others' values dropped), not one                before (100 a 4096-step
+``value_of`` per truncated env                                     rollout of the bench)
+tried, not kept: ``torch.compile`` of the training      1.19-1.34  the training pass is
+pass (``run`` with gradients; 100 s to compile)         -> 1.09-   products and backward;
+                                                        1.31 s     no gain per ``train()``
 ======================================================  =========  ============================
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process
@@ -223,12 +240,32 @@ def predict_seconds(model: Any, repeats: int) -> float:
     return median_seconds(step, 80, repeats)
 
 
-def learn_steps_per_second(model: Any, timesteps: int) -> float:
-    """Env steps per second over ``learn`` (collection and training), after one warm-up update."""
-    model.learn(model.n_steps * model.n_envs)
-    began = time.perf_counter()
-    model.learn(timesteps, reset_num_timesteps=False)
-    return timesteps / (time.perf_counter() - began)
+def learn_steps_per_second(models: tuple[Any, Any], timesteps: int, rounds: int = 4) -> list[float]:
+    """Env steps per second over ``learn`` (collection and training) of two models, after one
+    warm-up update each, timed in ``rounds`` alternating turns of ``timesteps / rounds``
+    steps, so a change in the machine's load falls on both."""
+    seconds = [0.0, 0.0]
+    steps = [0, 0]
+    for model in models:
+        model.learn(model.n_steps * model.n_envs)
+    for _ in range(rounds):
+        for i, model in enumerate(models):
+            began = time.perf_counter()
+            model.learn(timesteps // rounds, reset_num_timesteps=False)
+            seconds[i] += time.perf_counter() - began
+            steps[i] += timesteps // rounds
+    return [n / t for n, t in zip(steps, seconds, strict=True)]
+
+
+def paired(models: tuple[Any, Any], timesteps: int) -> tuple[Callable[[], float], ...]:
+    """The two figures of :func:`learn_steps_per_second`, as the callables a row takes."""
+    figures: list[float] = []
+
+    def first() -> float:
+        figures[:] = learn_steps_per_second(models, timesteps)
+        return figures[0]
+
+    return first, lambda: figures[1]
 
 
 def trace_bytes_per_transition(model: MemoryPPO) -> float:
@@ -268,6 +305,8 @@ def main() -> None:
     long_memory = build("txrl", "bench", args, memory_length=1024)
     bf16 = build("txrl", "bench", args, training_precision="bf16")
     narrow = build("txrl", "bench", args, d_model=8)  # the same step, products negligible
+    # the acting step's layer loop compiled (compiles at its first step, tens of seconds)
+    compiled = build("txrl", "bench", args, backbone_kwargs={"compile_step": True})
     ms, n = 1e3, args.repeats
     # (label, first, second, unit, target); "first / second" is the ratio printed
     figures: list[tuple[str, Callable[[], float], Callable[[], float], str, str]] = [
@@ -280,14 +319,18 @@ def main() -> None:
          lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "(per-op cost)"),
         ("predict, B=8", lambda: predict_seconds(ours, n) * ms,
          lambda: predict_seconds(theirs, n) * ms, "ms", "<= 2x"),
-        ("learn() at the bench setup", lambda: learn_steps_per_second(ours, args.timesteps),
-         lambda: learn_steps_per_second(theirs, args.timesteps), "steps/s", ">= 1.0x"),
-        ("learn() at quick-start size",
-         lambda: learn_steps_per_second(quick_ours, args.timesteps),
-         lambda: learn_steps_per_second(quick_theirs, args.timesteps), "steps/s", ">= 2x"),
-        ("txrl learn(), bench setup, bf16 vs fp32 pass",
-         lambda: learn_steps_per_second(bf16, args.timesteps),
-         lambda: learn_steps_per_second(ours, args.timesteps), "steps/s", "(an option; GPU)"),
+        ("acting step, compile_step", lambda: txrl_act_seconds(compiled, n) * ms,
+         lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "<= 1.5x (or <= 2.5 ms)"),
+        ("predict, B=8, compile_step", lambda: predict_seconds(compiled, n) * ms,
+         lambda: predict_seconds(theirs, n) * ms, "ms", "<= 2x"),
+        ("learn() at the bench setup", *paired((ours, theirs), args.timesteps),
+         "steps/s", ">= 1.0x"),
+        ("learn() at the bench setup, compile_step", *paired((compiled, theirs), args.timesteps),
+         "steps/s", ">= 1.0x"),
+        ("learn() at quick-start size", *paired((quick_ours, quick_theirs), args.timesteps),
+         "steps/s", ">= 2x"),
+        ("txrl learn(), bench setup, bf16 vs fp32 pass", *paired((bf16, ours), args.timesteps),
+         "steps/s", "(an option; GPU)"),
         ("txrl acting step, M=1024 vs M=64", lambda: txrl_act_seconds(long_memory, n) * ms,
          lambda: txrl_act_seconds(ours, n) * ms, "ms", "<= 2x"),
         ("txrl trace bytes/transition, M=1024 vs 64",

@@ -183,13 +183,15 @@ class LayerMemoryBackbone(Backbone):
         (:meth:`~txrl.nn.attention.RelativeMultiHeadAttention.ring_step`), with each slot's
         relative distance read from the write position instead of the slot's index. The
         step runs on (B, D) rows; blocks are position-wise, so they take them as they are.
-        With the ``compile_step`` setting the layer loop runs compiled
+        With the ``compile_step`` setting, on a CPU, the layer loop runs compiled
         (:meth:`_compiled_layers`); the ring write stays outside, in place."""
         start = episode_starts[0]  # (B,)
         # what the attentions derive from their weights, looked up here (a cache keyed on
         # the weights' versions), so the compiled loop takes them as plain inputs
         derived = [block.attention.ring_weights(self.memory_length + 1) for block in self.blocks]
-        layers = self._compiled_layers() if self.compiles_step else self._ring_layers
+        # on a GPU, rollouts capture the step as a CUDA graph (txrl.sb3.graphs) instead
+        compiled = self.compiles_step and x.device.type == "cpu"
+        layers = self._compiled_layers() if compiled else self._ring_layers
         h, hidden, keys, values = layers(
             x[0], state.keys, state.values, state.position, state.valid, start, derived
         )
