@@ -52,8 +52,8 @@ class TrXLConfig(WindowConfig):
 
     ``compile_step`` (default False): on a CPU, run the acting step's layer loop (rollouts,
     ``predict``, ``evaluate_policy``) compiled with ``torch.compile``: one graph instead of
-    ~250 small ops, which at the bench setup took the acting step from 5.7 to 3.1 ms
-    (``bench/throughput.py``). It compiles at the first step (tens of seconds; torch keeps
+    ~250 small ops, which at the bench setup took the acting step from 6.1 to 3.8 ms in
+    one run (``bench/throughput.py``). It compiles at the first step (tens of seconds; torch keeps
     the result in its cache for later runs) and once more at a second batch size, and needs
     a C++ compiler. The training pass is unchanged; on a GPU, rollouts capture the step as
     a CUDA graph instead (the learners' ``cuda_graph``), so the setting applies to CPU
