@@ -259,6 +259,26 @@ def test_compiled_acting_step_equals_the_sequence(name: str) -> None:
     assert "_compiled_layers_fn" not in copy.deepcopy(backbone).__dict__
 
 
+def test_a_step_that_cannot_be_compiled_names_the_setting() -> None:
+    # e.g. no C++ compiler on the machine: torch's error, with the setting that asked for it
+    backbone = build("gtrxl", None, compile_step=True)
+
+    def fails(*args):
+        raise torch._dynamo.exc.BackendCompilerFailed(
+            "inductor", RuntimeError("No working C++ compiler found"), None
+        )
+
+    backbone.__dict__["_compiled_layers_fn"] = fails
+    x, starts = random_inputs(1, 2)
+    with (
+        torch.inference_mode(),
+        pytest.raises(
+            RuntimeError, match=r"compile_step: torch.compile could not(.|\n)*a C\+\+ compiler"
+        ),
+    ):
+        backbone.step(x, backbone.initial_state(2), starts)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -192,9 +192,16 @@ class LayerMemoryBackbone(Backbone):
         # on a GPU, rollouts capture the step as a CUDA graph (txrl.sb3.graphs) instead
         compiled = self.compiles_step and x.device.type == "cpu"
         layers = self._compiled_layers() if compiled else self._ring_layers
-        h, hidden, keys, values = layers(
-            x[0], state.keys, state.values, state.position, state.valid, start, derived
-        )
+        try:
+            h, hidden, keys, values = layers(
+                x[0], state.keys, state.values, state.position, state.valid, start, derived
+            )
+        except torch._dynamo.exc.BackendCompilerFailed as error:
+            raise RuntimeError(
+                f"compile_step: torch.compile could not compile the acting step ({error}). "
+                "Install what it needs (a C++ compiler on a CPU), or set compile_step to "
+                "false (policy_kwargs backbone_kwargs, or policy.backbone_kwargs in a config)"
+            ) from error
         new_state = self._write_ring(state, hidden, keys, values, start)
         step_trace = self.trace_type(hidden=hidden[None]) if trace else None  # (1, B, L, D)
         return BackboneOutput(h[None], new_state, step_trace, self.aux_losses(), {})
