@@ -255,6 +255,15 @@ def test_compiled_acting_step_equals_the_sequence(name: str) -> None:
         assert close(torch.cat(outputs), y_seq, 1e-5)
         for a, c in zip(s_seq, backbone.ordered(state), strict=True):
             assert close(c.float(), a.float(), 1e-5)
+    # small inputs made outside inference mode (as a learner's bootstrap step makes them)
+    # reuse the loop compiled for those made inside it
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    mixed = state._replace(position=state.position.clone(), valid=state.valid.clone())
+    starts = torch.zeros(1, 3, dtype=torch.bool)
+    assert not (mixed.position.is_inference() or starts.is_inference())
+    with torch.inference_mode():
+        backbone.step(x[:1], mixed, starts)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
     assert "_compiled_layers_fn" in backbone.__dict__, "the compiled loop ran"
     assert "_compiled_layers_fn" not in copy.deepcopy(backbone).__dict__
 

@@ -41,5 +41,8 @@ class ParameterCache(nn.Module):
         found = self._cache.get(key)
         if found is None:
             self._cache = {k: v for k, v in self._cache.items() if k[:2] != (name, n)}
-            found = self._cache[key] = build()
+            # inference tensors whichever way gradients are off, so a compiled step that
+            # takes them as inputs (txrl.nn.memory) sees one kind
+            with torch.inference_mode():
+                found = self._cache[key] = build()
         return found

@@ -192,9 +192,18 @@ class LayerMemoryBackbone(Backbone):
         # on a GPU, rollouts capture the step as a CUDA graph (txrl.sb3.graphs) instead
         compiled = self.compiles_step and x.device.type == "cpu"
         layers = self._compiled_layers() if compiled else self._ring_layers
+        x_now, position, valid, start_now = x[0], state.position, state.valid, start
+        if compiled:
+            # the compiled loop is specialised on whether its inputs are inference tensors:
+            # the small ones are made so here, whoever made them, so that rollouts, value
+            # estimates and predict share one compiled loop
+            with torch.inference_mode():
+                x_now, position, valid, start_now = (
+                    t.clone() for t in (x_now, position, valid, start_now)
+                )
         try:
             h, hidden, keys, values = layers(
-                x[0], state.keys, state.values, state.position, state.valid, start, derived
+                x_now, state.keys, state.values, position, valid, start_now, derived
             )
         except torch._dynamo.exc.BackendCompilerFailed as error:
             raise RuntimeError(
@@ -216,9 +225,11 @@ class LayerMemoryBackbone(Backbone):
 
         One graph, no Python per op: on a CPU the step's ~250 small ops cost more than its
         products, and the compiled loop runs them as a few fused kernels. The first step
-        at a batch size compiles (tens of seconds on a CPU); a second batch size compiles
-        once more, for any batch size (torch's dynamic shapes). A copy of the backbone
-        (``copy.deepcopy``, pickling) compiles its own."""
+        compiles (tens of seconds on a CPU); a second batch size compiles once more, for
+        any batch size (torch's dynamic shapes), and so does a memory whose keys and values
+        are of the other kind (inference tensors or not: a learner's copies for bootstrap
+        values are, its rollout memory is not). A copy of the backbone (``copy.deepcopy``,
+        pickling) compiles its own."""
         compiled = self.__dict__.get("_compiled_layers_fn")
         if compiled is None:
             compiled = torch.compile(self._ring_layers, options=_COMPILE_OPTIONS)
