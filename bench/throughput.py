@@ -79,6 +79,14 @@ over all envs (the others' values dropped), not one                before (100 a
 tried, not kept: ``torch.compile`` of the training      1.19-1.34  the training pass is
 pass (``run`` with gradients; 100 s to compile)         -> 1.09-   products and backward;
                                                         1.31 s     no gain per ``train()``
+tried, not kept: ``torch.jit.trace`` of the layer loop  4.0 ->     no Python per op, but
+                                                        2.8-3.1    ``torch.jit`` is deprecated
+                                                                   in torch 2.13
+tried, not kept: MKL packed (``_mkl_linear``) and       --         (8, 128) x (128, 512): 40 us
+oneDNN packed weights; other GEMM layouts                          per product as ``F.linear``,
+                                                                   43 packed (MKL), 71 (oneDNN)
+tried, not kept: Dynamo's recursive dict-tag guards     --         compiled loop at S9's size
+(``use_recursive_dict_tags_for_guards``)                           0.26-0.33 ms either way
 ======================================================  =========  ============================
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process
