@@ -272,21 +272,21 @@ class RelativeMultiHeadAttention(ParameterCache):
         memory_keys: torch.Tensor,
         memory_values: torch.Tensor,
         plan: RingPlan,
-        derived: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+        derived: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One acting step over a memory kept as a ring buffer (slots in any order).
 
         ``z`` (B, D) the step's attention input; ``memory_keys``/``memory_values`` (B, M, D)
         the cached ones in ring order; ``plan`` the step's key order and mask, the same for
-        every layer (:class:`RingPlan`); ``derived`` what :meth:`ring_weights` returns
-        (looked up when None). The scores are those of :func:`relative_attention`:
+        every layer (:class:`RingPlan`); ``derived`` what :meth:`ring_weights` returns for
+        M + 1 keys. The scores are those of :func:`relative_attention`:
         (a) + (c) as ``(q + u) k^T`` over the memory in place and over the step's own key,
         (b) + (d) as ``(q + v) (W_kR R)^T`` over the M + 1 distances, read per slot. Returns
         the output (B, D) and the step's key and value (B, D) for the memory.
         """
         b, m, d = memory_keys.shape
         hd, e = self.n_heads, self.head_dim
-        weight, bias, position_keys = derived if derived is not None else self.ring_weights(m + 1)
+        weight, bias, position_keys = derived
         fused = F.linear(z, weight, bias)  # (B, 4D)
         qu, qv, key, value = fused.split(d, dim=-1)  # (B, D) each, q's scaled by 1/sqrt(E)
         # (b) + (d) against the distances M .. 0, one batched product per head
