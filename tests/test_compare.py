@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from txrl.compare import compare, parse_only, plan, summarise
+from txrl.compare import TRAIN_LOG, compare, execute_run, parse_only, plan, summarise
 from txrl.config import ConfigError, load_compare_config
 from txrl.evaluate import bootstrap_ci, iqm, wilson_interval
 from txrl.train import (
@@ -156,6 +156,41 @@ def test_runs_started_before_a_setting_existed_still_count(tmp_path: Path) -> No
     for spec in plan(config, tmp_path):
         older = yaml.safe_load(yaml.safe_dump(spec.config))
         del older["policy"]["training_precision"]
+        fake_run(Path(spec.run_dir), older, [(0, 0.0), (128, 1.0)])
+    lines: list[str] = []
+    _, outcomes = compare(config, tmp_path, echo=lines.append)
+    assert outcomes == [] and "4 finished (skipped)" in lines[0]
+
+
+def test_train_log_holds_the_runs_progress_and_errors(tmp_path: Path) -> None:
+    """``train.log`` is where a compare run's output goes: its progress lines (the log is not
+    a terminal) and, when it fails, the traceback."""
+    import torch
+
+    config = load_compare_config(TINY)
+    spec = plan(config, tmp_path)[0]
+    broken = plan(config, tmp_path / "broken")[0]
+    broken.config["env"]["id"] = "txrl/NoSuchTask-v0"
+    threads = torch.get_num_threads()
+    try:  # execute_run sets this process's torch threads to 1, as in a pool worker
+        assert execute_run(spec)["status"] == "finished"
+        assert execute_run(broken)["status"] == "failed"
+    finally:
+        torch.set_num_threads(threads)
+    log = (Path(spec.run_dir) / TRAIN_LOG).read_text()
+    assert "step 0/128 (0%)" in log and "step 128/128 (100%)" in log
+    assert "eval at 64:" in log  # the latest evaluation when training ended
+    log = (Path(broken.run_dir) / TRAIN_LOG).read_text()
+    assert "Traceback" in log and "NoSuchTask" in log
+
+
+def test_runs_planned_without_progress_lines_are_the_same_runs(tmp_path: Path) -> None:
+    """Run directories written before compare logged progress (``progress_bar: false``)
+    differ only in what a run prints: still finished runs of the same study."""
+    config = load_compare_config(TINY)
+    for spec in plan(config, tmp_path):
+        older = yaml.safe_load(yaml.safe_dump(spec.config))
+        older["runtime"]["progress_bar"] = False
         fake_run(Path(spec.run_dir), older, [(0, 0.0), (128, 1.0)])
     lines: list[str] = []
     _, outcomes = compare(config, tmp_path, echo=lines.append)

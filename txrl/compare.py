@@ -97,8 +97,10 @@ class RunSpec:
 def plan(config: CompareConfig, out_dir: Path) -> list[RunSpec]:
     """Every run of the grid, in grid order (variants outer, seeds inner).
 
-    Each run trains with one torch thread, no progress bar and no console tables; a run
-    directory that holds a run of another config is an error (nothing is overwritten).
+    Each run trains with one torch thread and no console tables; its progress goes to its
+    ``train.log`` as a line every ``runtime.progress_every`` seconds (the log is not a
+    terminal, so :class:`txrl.train.Progress` writes lines, not a bar). A run directory that
+    holds a run of another config is an error (nothing is overwritten).
     """
     variants = config.variants()
     problems = []
@@ -114,12 +116,17 @@ def plan(config: CompareConfig, out_dir: Path) -> list[RunSpec]:
         for seed in config.seeds:
             data = variant.config.to_dict()
             data["seed"] = seed
-            data["runtime"].update(torch_threads=1, progress_bar=False, verbose=0)
+            data["runtime"].update(torch_threads=1, progress_bar=True, verbose=0)
             run_dir = (out_dir / "runs" / variant.name / f"seed_{seed}").resolve()
             spec = RunSpec(variant.name, variant.labels, seed, data, str(run_dir))
             _check_same_config(spec)
             specs.append(spec)
     return specs
+
+
+#: Settings that change what a run prints, not what it learns: a run directory written with
+#: other values (runs planned before compare logged progress) is still the same run.
+DISPLAY_KEYS = frozenset({"runtime.progress_bar", "runtime.progress_every", "runtime.verbose"})
 
 
 def _check_same_config(spec: RunSpec) -> None:
@@ -130,8 +137,8 @@ def _check_same_config(spec: RunSpec) -> None:
     with contextlib.suppress(ConfigError):
         # as this version reads it: a setting added since the run started takes its default
         stored = TrainConfig.from_dict(stored).to_dict()
-    if stored != spec.config:
-        changed = sorted(_diff(stored, spec.config))
+    changed = sorted(set(_diff(stored, spec.config)) - DISPLAY_KEYS)
+    if changed:
         raise ConfigError(
             f"{spec.run_dir} holds a run of a different config (changed: {', '.join(changed)}); "
             "delete it or choose another output directory (--out)"
