@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -36,4 +37,23 @@ def check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
     """Return ``value`` if it is one of ``choices``, else raise ``ValueError`` listing them."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices!r}, got {value!r}")
+    return value
+
+
+class RenderModeError(ValueError, TypeError):
+    """A ``render_mode`` the task cannot draw in.
+
+    Also a ``TypeError``: Stable-Baselines3's ``make_vec_env`` asks every env id for
+    ``render_mode="rgb_array"`` and, on a ``TypeError`` (its sign of an env without that
+    mode), makes the env again without it. So a task that draws nothing still vectorises,
+    while a mode asked for explicitly (``env_kwargs`` or ``gym.make``) still fails here.
+    """
+
+
+def check_render_mode(value: Any, modes: Sequence[str], task: str) -> str | None:
+    """Return ``value`` if it is ``None`` or one of ``modes``, else raise :class:`RenderModeError`
+    naming ``task`` and the valid modes."""
+    choices = (None, *modes)
+    if value not in choices:
+        raise RenderModeError(f"render_mode must be one of {choices!r} for {task}, got {value!r}")
     return value

@@ -40,7 +40,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ._validation import check_choice, check_int
+from ._validation import check_choice, check_int, check_render_mode
 
 
 class DelayedRecallEnv(gym.Env[np.ndarray, np.int64]):
@@ -70,7 +70,9 @@ class DelayedRecallEnv(gym.Env[np.ndarray, np.int64]):
         self.k = check_int("k", k, minimum=1)
         self.delay = check_int("delay", delay, minimum=0)
         self.distractors = bool(check_choice("distractors", distractors, (True, False)))
-        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi", "rgb_array"))
+        self.render_mode = check_render_mode(
+            render_mode, self.metadata["render_modes"], "the delayed-recall task"
+        )
 
         n = self.n_symbols
         self.episode_length = 2 * self.k + self.delay

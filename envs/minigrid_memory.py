@@ -37,7 +37,7 @@ MiniGrid's own code and copied after that, the same arrays several times faster;
 
 Ids (registered by :func:`txrl.envs.register_envs`): ``txrl/MiniGrid-MemoryS7-v0``, ``S9``,
 ``S11``, ``S13``, ``S13Random``, ``S17Random``, one per upstream ``MiniGrid-Memory*-v0``.
-Extra kwargs (``max_steps``, ``render_mode``, ...) go to ``minigrid.envs.MemoryEnv``.
+Extra kwargs (``max_steps``, ...) go to ``minigrid.envs.MemoryEnv``.
 MiniGrid is imported when an env is made, not when ``txrl.envs`` is imported.
 """
 
@@ -51,6 +51,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.wrappers import FilterObservation
 
+from ._validation import check_render_mode
 from .wrappers import DiscreteActionSubset, EpisodeSuccessInfo
 
 #: txrl id -> upstream MiniGrid id.
@@ -120,6 +121,7 @@ def make_minigrid_memory(
     with_direction: bool = False,
     actions: Sequence[str] | None = None,
     cache_views: bool = True,
+    render_mode: str | None = None,
     **kwargs: Any,
 ) -> gym.Env:
     """Build a MiniGrid Memory env with the compact observation described in the module doc.
@@ -129,6 +131,9 @@ def make_minigrid_memory(
         with_direction: also return the agent's heading (``Dict`` observation).
         actions: names of MiniGrid actions to keep, in order (e.g. ``["left", "right",
             "forward"]``); ``None``: all 7 upstream actions.
+        cache_views: memoise the egocentric views (see the module doc).
+        render_mode: ``None`` or one of MiniGrid's modes, ``"human"`` (a window) and
+            ``"rgb_array"`` (what Stable-Baselines3 asks for when it makes an env from its id).
         **kwargs: forwarded to ``minigrid.envs.MemoryEnv`` (over the upstream id's kwargs).
     """
     valid = tuple(MINIGRID_MEMORY_IDS.values())
@@ -153,7 +158,9 @@ def make_minigrid_memory(
         from ._minigrid_cached import CachedViewMemoryEnv as creator
     else:
         creator = load_env_creator(spec.entry_point)
-    env = creator(**{**spec.kwargs, **kwargs})
+    # Checked here: MiniGrid stores any render_mode and draws nothing for one it lacks.
+    render_mode = check_render_mode(render_mode, creator.metadata["render_modes"], upstream_id)
+    env = creator(**{**spec.kwargs, **kwargs}, render_mode=render_mode)
     env = EpisodeSuccessInfo(MemoryStepsInfo(env), rule="positive_reward_on_termination")
     if actions is not None:
         from minigrid.core.actions import Actions

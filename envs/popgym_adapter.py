@@ -9,8 +9,10 @@ env is made, so ``import txrl.envs`` works, and stays fast, without it.
 Ids: ``txrl/popgym-<Name>-v0`` where ``<Name>`` is a POPGym class name (see
 :data:`POPGYM_ENV_NAMES`): the 14 task families (``RepeatFirst``, ...) whose constructor
 kwargs can be passed to ``gym.make``, and their fixed ``Easy``/``Medium``/``Hard`` presets,
-which take no kwargs. Names follow the classes, so POPGym's own id
-``popgym-VelocityOnlyCartpoleEasy-v0`` is ``txrl/popgym-VelocityOnlyCartPoleEasy-v0`` here.
+which take no kwargs. Every id takes ``render_mode``: ``None``, or for the CartPole and
+Pendulum tasks ``"human"`` or ``"rgb_array"`` (the card and board tasks draw nothing). Names
+follow the classes, so POPGym's own id ``popgym-VelocityOnlyCartpoleEasy-v0`` is
+``txrl/popgym-VelocityOnlyCartPoleEasy-v0`` here.
 The Labyrinth tasks are not included: POPGym itself registers them only when the separate
 ``mazelib`` package is installed.
 
@@ -45,6 +47,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import DtypeObservation, FlattenObservation, RescaleAction
 
+from ._validation import check_render_mode
 from .wrappers import EpisodeSuccessInfo, FreshInfo
 
 #: The POPGym task families (base classes, configurable through kwargs).
@@ -108,12 +111,17 @@ def import_popgym_envs() -> ModuleType:
         ) from e
 
 
-def make_popgym_env(name: str, normalize_actions: bool = True, **kwargs: Any) -> gym.Env:
+def make_popgym_env(
+    name: str, normalize_actions: bool = True, render_mode: str | None = None, **kwargs: Any
+) -> gym.Env:
     """Build the POPGym task ``name`` with the flat float32 observations described above.
 
     Args:
         name: a POPGym class name from :data:`POPGYM_ENV_NAMES`.
         normalize_actions: rescale a ``Box`` action space to [-1, 1].
+        render_mode: ``None`` or a mode of the task's ``metadata["render_modes"]`` (the
+            CartPole and Pendulum tasks: ``"human"``, ``"rgb_array"``; the others draw
+            nothing). Accepted by presets and families alike.
         **kwargs: constructor kwargs of a family (e.g. ``num_decks``); presets take none.
     """
     if name not in POPGYM_ENV_NAMES:
@@ -134,7 +142,15 @@ def make_popgym_env(name: str, normalize_actions: bool = True, **kwargs: Any) ->
             f"invalid kwargs {sorted(kwargs)} for POPGym {name}{inspect.signature(cls)}: {e}"
         ) from e
 
-    env: gym.Env = FreshInfo(cls(**kwargs))
+    render_mode = check_render_mode(
+        render_mode, cls.metadata.get("render_modes", []), f"POPGym {name}"
+    )
+
+    raw = cls(**kwargs)
+    # Set after construction: several presets (PositionOnlyPendulumHard, ...) take no
+    # constructor arguments, and the Gymnasium classic-control bases only store the mode.
+    raw.render_mode = render_mode
+    env: gym.Env = FreshInfo(raw)
     if family in POPGYM_SUCCESS_RULES:
         # Innermost, so the rule sees POPGym's own reward and termination flags.
         env = EpisodeSuccessInfo(env, rule=POPGYM_SUCCESS_RULES[family])

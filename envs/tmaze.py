@@ -68,7 +68,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ._validation import check_choice, check_int, check_non_negative
+from ._validation import check_choice, check_int, check_non_negative, check_render_mode
 
 FORWARD, BACKWARD, UP, DOWN = 0, 1, 2, 3
 
@@ -114,7 +114,9 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
             self.max_steps = 2 * self.optimal_steps
         else:
             self.max_steps = check_int("max_steps", max_steps, minimum=self.optimal_steps)
-        self.render_mode = check_choice("render_mode", render_mode, (None, "ansi", "rgb_array"))
+        self.render_mode = check_render_mode(
+            render_mode, self.metadata["render_modes"], "the T-maze"
+        )
 
         self.observation_space = spaces.Box(
             low=np.array([-1.0, -1.0, 0.0], dtype=np.float32),
