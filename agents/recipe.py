@@ -63,13 +63,17 @@ def main(
     model.set_logger(run.logger())
 
     # 5. Train for what is left of the budget; the step count continues, never restarts.
-    model.learn(
-        total_timesteps=run.remaining(model),
-        callback=run.callbacks(eval_env),
-        log_interval=config.runtime.log_interval,
-        reset_num_timesteps=False,
-        progress_bar=False,  # run.callbacks shows progress over the whole budget
-    )
+    #    Ctrl-C ends it with the step reached, the newest checkpoint and how to resume.
+    try:
+        model.learn(
+            total_timesteps=run.remaining(model),
+            callback=run.callbacks(eval_env),
+            log_interval=config.runtime.log_interval,
+            reset_num_timesteps=False,
+            progress_bar=False,  # run.callbacks shows progress over the whole budget
+        )
+    except KeyboardInterrupt:
+        raise run.interrupted(int(model.num_timesteps)) from None
 
     # 6. Final evaluation and the final checkpoint, which marks the run finished.
     return run.finish(model, eval_env)

@@ -56,15 +56,32 @@ class CheckpointError(RunError):
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, whole."""
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, whole.
+
+    The data goes to a temporary file beside ``path`` first; when anything fails (a full
+    disk, a read-only directory, Ctrl-C) the temporary file is removed and the error raised,
+    an :class:`OSError` naming ``path`` itself (the file that could not be written).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
+    try:
+        _write_synced(tmp, data)
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno is not None:
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
+    _fsync_dir(path.parent)
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file ``path`` and flush it to the disk."""
+    with open(path, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -178,6 +195,14 @@ def read_checkpoint(path: Path) -> tuple[ResumeState, TrainConfig]:
             if bad is not None:
                 raise unreadable(f"member {bad} fails its CRC check")
             missing = [m for m in REQUIRED_MEMBERS if m not in archive.namelist()]
+            if missing == [RESUME_MEMBER, CONFIG_MEMBER]:
+                raise CheckpointError(
+                    f"{path} is a Stable-Baselines3 model saved with model.save() (it has data "
+                    "and policy.pth but no txrl config), not a txrl checkpoint, so the env to "
+                    "evaluate it on is unknown: load it with MemoryPPO.load(path) (or its own "
+                    "class's load) and run SB3's evaluate_policy on your env, or give a run "
+                    "directory of txrl train"
+                )
             if missing:
                 raise unreadable(f"truncated or corrupt: it lacks {', '.join(missing)}")
             state = pickle.loads(archive.read(RESUME_MEMBER))
@@ -256,3 +281,29 @@ def newest_readable_checkpoint(
 
 def is_finished(run_dir: Path) -> bool:
     return (Path(run_dir) / CHECKPOINT_DIR / FINAL_CHECKPOINT).exists()
+
+
+def import_dynamo_without_litter() -> None:
+    """Import ``torch._dynamo`` now, removing the empty directory that its import makes.
+
+    Building any torch optimizer imports ``torch._dynamo`` (``torch.optim.Optimizer``'s
+    methods are wrapped by ``torch._disable_dynamo``), and that import creates torch's
+    compile cache directory, ``<tmp>/torchinductor_<user>``, at once and empty, in runs that
+    never compile: litter in the temp directory. Importing it here, once, removes the
+    directory again when this import made it and left it empty; a run that compiles
+    (``compile_step``) makes it again when it writes a cache entry. A directory that existed
+    before, or one that ``TORCHINDUCTOR_CACHE_DIR`` names, is left alone.
+    """
+    import sys
+    import tempfile
+
+    if "torch._dynamo" in sys.modules or os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return
+    # (torch's own default_cache_dir cannot be asked first: its module imports torch._dynamo)
+    before = set(Path(tempfile.gettempdir()).glob("torchinductor_*"))
+    import torch._dynamo  # noqa: F401  # makes the directory and names it in the environment
+
+    cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", ""))
+    if cache.name.startswith("torchinductor_") and cache not in before:
+        with contextlib.suppress(OSError):  # not empty: something was written there
+            cache.rmdir()

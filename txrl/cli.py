@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import sys
 import time
@@ -32,7 +33,8 @@ def _demo(args: argparse.Namespace) -> int:
             f"--memory-length does not apply to backbone {args.backbone!r} (it keeps no "
             "window of past steps); leave it out"
         )
-    wanted = {"d_model": 64, "n_layers": 2, "n_heads": 4, "memory_length": args.memory_length or 16}
+    memory_length = 16 if args.memory_length is None else args.memory_length
+    wanted = {"d_model": 64, "n_layers": 2, "n_heads": 4, "memory_length": memory_length}
     settings = {k: v for k, v in wanted.items() if k in fields}
     torch.manual_seed(args.seed)
     backbone = make_backbone(args.backbone, input_dim=8, **settings).eval()
@@ -90,6 +92,7 @@ def _train(args: argparse.Namespace) -> int:
 
     config = resolve(config)
     run_dir = run_dir or default_run_dir(config)
+    args.run_dir_used = run_dir  # named by a disk error's message (see main)
     verb = "resuming" if args.resume is not None else "training"
     print(
         f"{verb} {config.name} ({config.algo}, {config.policy.backbone}) on {config.env.id} in {run_dir}"
@@ -182,16 +185,6 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
     return value
 
 
@@ -297,8 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--backbone", default="gtrxl", help="any name of txrl.backbone_names()")
     demo.add_argument(
         "--memory-length",
-        type=_non_negative_int,
-        help="steps of memory (backbones that keep a window; default 16)",
+        type=_positive_int,
+        help="steps of memory, >= 1 as in a config (backbones that keep a window; default 16)",
     )
     demo.add_argument("--steps", type=_positive_int, default=64, help="steps to run (>= 1)")
     demo.add_argument("--seed", type=int, default=0)
@@ -306,8 +299,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Errors of a directory txrl writes (run directory, compare output) that a user can fix:
+#: no permission, a read-only file system, a full disk or quota.
+DISK_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+INTERRUPTED = 130  # the shell's status of a process ended by SIGINT (128 + 2)
+
+
+def disk_error_message(error: OSError, run_dir: Path | None) -> str:
+    """One line for an :data:`DISK_ERRNOS` error: the path, the cause and what to do next."""
+    cause = f"{error.filename or 'a file'}: {error.strerror} [{errno.errorcode[error.errno]}]"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        todo = "free space on that disk (or raise the quota)"
+    else:
+        todo = "make that directory writable, or write somewhere else (--run-dir, --out)"
+    if run_dir is not None and (run_dir / "config.yaml").exists():
+        todo += f", then resume with: txrl train --resume {run_dir}"
+    elif run_dir is not None:
+        todo += ", then run the same command again"
+    return f"cannot write {cause}; {todo}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    from txrl.errors import ConfigError, RunError
+    from txrl.errors import ConfigError, RunError, TrainingInterrupted
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -315,8 +328,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except (ConfigError, UsageError) as e:
         parser.exit(2, f"txrl {args.command}: error: {e}\n")
+    except TrainingInterrupted as e:
+        print(f"txrl {args.command}: {e}", file=sys.stderr)
+        return INTERRUPTED
     except RunError as e:
         print(f"txrl {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"txrl {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except OSError as e:
+        if e.errno not in DISK_ERRNOS:
+            raise
+        run_dir = getattr(args, "run_dir_used", None)
+        print(f"txrl {args.command}: {disk_error_message(e, run_dir)}", file=sys.stderr)
         return 1
 
 

@@ -34,3 +34,8 @@ class RunError(RuntimeError):
 class TrainingDiverged(RunError):
     """Training stopped at an update whose loss or gradient was not finite. The update was
     not applied and nothing was saved from it: the run's newest checkpoint is still good."""
+
+
+class TrainingInterrupted(RunError):
+    """Training was stopped by the user (Ctrl-C, SIGINT); the message says where the run got
+    to, its newest checkpoint and the command that resumes it (``txrl train`` exits 130)."""

@@ -265,8 +265,9 @@ def evaluate_checkpoint(
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
     eval seeds used during training. Returns :meth:`EvalResult.summary` plus where from.
     """
-    from txrl.checkpoint import read_checkpoint_config
+    from txrl.checkpoint import import_dynamo_without_litter, read_checkpoint_config
 
+    import_dynamo_without_litter()  # loading builds an optimizer (see its doc)
     checkpoint = resolve_checkpoint(target, best=best)
     config = read_checkpoint_config(checkpoint)
     episodes = episodes or config.eval.episodes

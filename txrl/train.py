@@ -44,12 +44,24 @@ directory (the ``train/`` values of the update just before the checkpoint, which
 with the next rollout, are the one point missing). A checkpoint that cannot be read (a truncated copy) is named, set aside as
 ``<name>.corrupt`` and the newest readable one used (:mod:`txrl.checkpoint`).
 With dummy envs and deterministic torch kernels (CPU), a resumed run reproduces the
-uninterrupted one; ``tests/test_cli.py`` checks that.
+uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C ends a run with one line: the
+step it reached, its newest checkpoint and the command that resumes it.
+
+A larger budget (``txrl train --resume RUN_DIR --set budget=N``, also how a finished run is
+extended) changes one thing besides the length: ``lin_<x>`` schedules (learning rate, clip
+range, ...) are functions of the budget, ``x * (1 - step / budget)`` (SB3's progress
+remaining), so they are stretched over the new one. At the step the run resumes from they
+stand where a run of the new budget would stand there and fall to 0 at its end: a run that
+finished at 2,048 steps (learning rate 0) and is extended to 4,096 goes on at half its
+start. This is chosen over continuing from where the schedule ended, which for a finished
+run is 0 and would train nothing; the resume prints the schedules' values (see
+:func:`schedule_note`). An interrupted run resumed with its own budget continues exactly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -80,6 +92,7 @@ from txrl.checkpoint import (
     ResumeState,
     atomic_write,
     find_vec_normalize,
+    import_dynamo_without_litter,
     is_finished,
     latest_checkpoint,
     newest_readable_checkpoint,
@@ -98,7 +111,7 @@ from txrl.config import (
     read_run_config,
     resolve,
 )
-from txrl.errors import RunError, TrainingDiverged
+from txrl.errors import RunError, TrainingDiverged, TrainingInterrupted
 from txrl.evaluate import EvalResult, evaluate
 from txrl.run_envs import (
     EVAL_SEED_OFFSET,
@@ -239,6 +252,8 @@ class Run:
         (run_dir / FINISHED_RECORD).unlink(missing_ok=True)  # training goes on: not finished
         if stored != config:
             atomic_write(run_dir / CONFIG_FILE, dump_yaml(config.to_dict()).encode())
+        if found is not None and stored.budget != config.budget:
+            print(schedule_note(stored, config, found[1].num_timesteps), flush=True)
         if found is None:
             # Killed before its first checkpoint: start over in the same directory.
             run.eval_log.truncate(-1)
@@ -428,6 +443,49 @@ class Run:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def interrupted(self, step: int | None) -> TrainingInterrupted:
+        """What Ctrl-C at ``step`` left: the run's newest checkpoint and how to resume."""
+        return interrupted(self.run_dir, step)
+
+
+def interrupted(run_dir: Path, step: int | None) -> TrainingInterrupted:
+    """The error of a run in ``run_dir`` stopped by Ctrl-C at ``step`` (``None``: before its
+    learner ran): the step, its newest checkpoint and how to go on."""
+    if not (run_dir / CONFIG_FILE).exists():
+        return TrainingInterrupted(
+            f"interrupted before {run_dir} was set up; nothing to resume: run the same command again"
+        )
+    reached = f"at step {step:,}" if step is not None else "before training began"
+    newest = latest_checkpoint(run_dir)
+    kept = "no checkpoint saved yet (a resume starts the run over)"
+    if newest is not None:
+        with contextlib.suppress(CheckpointError):
+            kept = f"last checkpoint {newest} (step {read_resume_state(newest).num_timesteps:,})"
+    return TrainingInterrupted(
+        f"interrupted {reached}; {kept}; resume with: txrl train --resume {run_dir}"
+    )
+
+
+def schedule_note(stored: TrainConfig, config: TrainConfig, step: int) -> str:
+    """The line a resume with a new budget prints: the budgets and where the ``lin_``
+    schedules of the learner stand at ``step`` under the new budget (see the module doc)."""
+    note = f"budget {stored.budget:,} -> {config.budget:,}"
+    linear = {
+        f.name: float(value.removeprefix("lin_"))
+        for f in dataclasses.fields(config.learner)
+        if isinstance(value := getattr(config.learner, f.name), str) and value.startswith("lin_")
+    }
+    if not linear:
+        return note
+    now = max(0.0, 1 - step / config.budget)
+    before = max(0.0, 1 - step / stored.budget)
+    values = ", ".join(f"{config.algo}.{k} {v * now:.3g}" for k, v in linear.items())
+    return (
+        f"{note}: lin_ schedules are stretched over the new budget: at step {step:,} they go on "
+        f"from {now:.0%} of their start ({values}; the old budget had them at {before:.0%}) "
+        f"and fall to 0 at step {config.budget:,}"
+    )
 
 
 def write_finished_record(
@@ -650,6 +708,21 @@ def run_lock(run_dir: Path) -> Any:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def warn_short_budget(config: TrainConfig, warn: Callable[[str], None] | None = None) -> None:
+    """Warn when the budget is below one rollout: the learner collects whole rollouts, so
+    such a run trains a whole one, several times its budget."""
+    n_steps = getattr(config.learner, "n_steps", None)
+    if n_steps is None:
+        return
+    rollout = n_steps * config.env.n_envs
+    if config.budget < rollout:
+        (warn or _warn)(
+            f"budget {config.budget:,} is below one rollout ({config.algo}.n_steps * env.n_envs "
+            f"= {n_steps} * {config.env.n_envs} = {rollout:,} steps): the run trains one whole "
+            f"rollout, {rollout:,} steps; set budget >= {rollout:,} or lower {config.algo}.n_steps"
+        )
+
+
 def default_run_dir(config: TrainConfig) -> Path:
     return Path("runs") / f"{config.name or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -678,11 +751,17 @@ def train(
     """
     config = resolve(config)
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config)
+    if not resume:
+        warn_short_budget(config)
+    import_dynamo_without_litter()
     # Resuming a directory that does not exist fails in Run.open with its own message.
     held = run_lock(run_dir) if not resume or run_dir.is_dir() else contextlib.nullcontext()
     try:
         with held:
             return recipe(config)(config, run_dir, resume=resume)
+    except KeyboardInterrupt:
+        # Ctrl-C outside the learner's loop (the recipe names the step inside it).
+        raise interrupted(run_dir, None) from None
     except FloatingPointError as e:
         # Raised by the learners before ``optimizer.step()``: no weight changed and no
         # checkpoint was written from the bad update, so the newest one is the last good state.
@@ -711,6 +790,7 @@ __all__ = [
     "RunError",
     "TrainResult",
     "TrainingDiverged",
+    "TrainingInterrupted",
     "default_run_dir",
     "finished_run",
     "is_finished",

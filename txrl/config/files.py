@@ -7,7 +7,8 @@ applied to the file's data before it is checked, so an override is checked like 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +19,52 @@ from txrl.config.sections import TrainConfig, check_resume_changes
 from txrl.errors import ConfigError, RunError
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: the
+    plain loader keeps the last value silently, so a setting written twice (``budget:`` at
+    the top and again further down) would lose the first without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        self.flatten_mapping(node)  # merge keys (<<) may repeat what they merge
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]  # PyYAML is untyped
+            line = key_node.start_mark.line + 1
+            if isinstance(key, Hashable) and key in seen:
+                raise ConfigError(
+                    f"{self.name}: key {key!r} appears twice in one mapping (line {seen[key]} "
+                    f"and line {line}); the last would silently win: keep one of them"
+                )
+            if isinstance(key, Hashable):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str, name: str = "<string>") -> Any:
+    """``yaml.safe_load`` of ``text`` (named ``name`` in messages), rejecting duplicate keys."""
+    loader = _UniqueKeyLoader(text)
+    loader.name = name
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping; a missing file, bad YAML or a non-mapping is a ConfigError."""
+    """Read a YAML mapping; a missing or binary file, bad YAML, a key given twice or a
+    non-mapping is a ConfigError."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read config {path}: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{path} is not a text file (byte {e.object[e.start]:#04x} at offset {e.start} is "
+            "not UTF-8); a config is a YAML text file (start from configs/quickstart.yaml)"
+        ) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, str(path))
     except yaml.YAMLError as e:
         raise ConfigError(f"{path} is not valid YAML: {e}") from e
     if data is None or data == {}:
@@ -48,7 +86,7 @@ def parse_override(text: str) -> tuple[str, Any]:
             f"--set takes KEY=VALUE with a dotted KEY (e.g. ppo.gamma=0.95), got {text!r}"
         )
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw, f"--set {key}") if raw.strip() else None
     except yaml.YAMLError as e:
         raise ConfigError(f"--set {key}: the value {raw!r} is not valid YAML ({e})") from e
     return key, value
@@ -85,24 +123,65 @@ def deep_copy(data: Any) -> Any:
     return data
 
 
-def load_train_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
+def load_train_config(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    warn: Callable[[str], None] | None = None,
+) -> TrainConfig:
     """Read, override and check a training config; ``name`` defaults to the file's stem.
 
     ``--set algo=NAME`` switches learner: the file's section of its own learner (``ppo:``)
     is then dropped, so the new learner starts from its defaults plus any ``--set NAME.KEY``.
+    Dropping it is what a switch from the command line is for (the same file trains either
+    learner; an error would force editing the file), but it is never silent: ``warn`` (a
+    line on stderr by default) names the section, its keys and how to carry them over.
     """
+    warn = warn or _warn
     data = read_yaml(path)
     algos = [value for key, value in map(parse_override, overrides) if key == "algo"]
     if algos:
         from txrl.learners import learner_names
 
         for other in learner_names():
-            if other != algos[-1]:
-                data.pop(other, None)
+            dropped = data.pop(other, None) if other != algos[-1] else None
+            if isinstance(dropped, Mapping) and dropped:
+                warn(_dropped_section_note(other, str(algos[-1]), dropped))
     data = apply_overrides(data, overrides)
     if data.get("name") is None:
         data["name"] = Path(path).stem
     return TrainConfig.from_dict(data)
+
+
+def _dropped_section_note(section: str, algo: str, dropped: Mapping[str, Any]) -> str:
+    from txrl.learners import get_learner, learner_names
+
+    note = f"--set algo={algo} drops the file's {section}: section ({', '.join(map(str, dropped))})"
+    if algo not in learner_names():
+        return note  # the unknown algo is reported as an error of its own
+    import dataclasses
+
+    own = {f.name for f in dataclasses.fields(get_learner(algo).settings)}
+    shared = [str(k) for k in dropped if k in own]
+    if not shared:
+        return f"{note}; {algo} starts from its defaults"
+    example = " ".join(f"--set {algo}.{k}={_flow(dropped[k])}" for k in shared)
+    return f"{note}; {algo} starts from its defaults; to keep the values it shares, add: {example}"
+
+
+def _flow(value: Any) -> str:
+    """``value`` as a one-line YAML value for ``--set``."""
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=10**6)
+        .strip()
+        .removesuffix("\n...")
+        .removesuffix("...")
+        .strip()
+    )
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 #: The resolved config in a run directory (see :mod:`txrl.train`).

@@ -54,7 +54,8 @@ def resolve(config: TrainConfig) -> TrainConfig:
         )
     if not problems:
         problems += _check_backbone_builds(policy, memory_policy=learner.memory_policy)
-    problems += _check_env(config.env)
+    env_problems = _check_env(config.env)
+    problems += env_problems or _check_spaces(config)
     if not problems and policy.encoder_kwargs:
         problems += _check_encoder(config, policy, learner)
     problems += _check_device(config.runtime.device)
@@ -103,6 +104,16 @@ def check_policy(policy: PolicyConfig) -> tuple[PolicyConfig, list[str]]:
         f"does not apply to backbone {policy.backbone!r}; its settings: {', '.join(valid)}"
         for key in extra
     ]
+    if "memory_length" in valid and policy.backbone_settings().get("memory_length") == 0:
+        # The backbone modules accept 0, but an agent trained so remembers no past step:
+        # never what a training config means.
+        key = "policy.memory_length"
+        if policy.memory_length != 0:
+            key = "policy.backbone_kwargs.memory_length"
+        problems.append(
+            f"{key} must be >= 1 for backbone {policy.backbone!r} (the steps of memory each "
+            "layer attends to; 0 leaves the agent no memory of past steps), got 0"
+        )
     return policy, problems
 
 
@@ -155,6 +166,60 @@ def _check_env(env: EnvConfig) -> list[str]:
     return []
 
 
+#: The observation spaces every learner takes (SB3's, and txrl's memory policies').
+OBSERVATION_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
+#: The action spaces each learner trains, by ``algo``; any other learner: :data:`ACTION_SPACES`.
+#: MultiBinary is not among them: the learners store its actions as int8, which the Bernoulli
+#: distribution's log-probability (``binary_cross_entropy_with_logits``) cannot take.
+ACTION_SPACES = ("Box", "Discrete", "MultiDiscrete")
+LEARNER_ACTION_SPACES = {"vmpo": ("Discrete", "Box")}
+
+
+def _env_spaces(config: TrainConfig) -> tuple[Any, Any]:
+    """The observation and action spaces of the run's env, wrappers included."""
+    from txrl.envs import make_env_fn
+
+    env = make_env_fn(
+        config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
+    )()
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def _check_spaces(config: TrainConfig) -> list[str]:
+    """The env's observation and action spaces are ones the learner trains on; checked here,
+    before a run directory exists, since SB3 and torch fail on others without a useful
+    message (Graph or Text observations, MultiBinary actions) and only once training began."""
+    from gymnasium import spaces
+
+    try:
+        observation_space, action_space = _env_spaces(config)
+    except (ValueError, TypeError) as e:
+        return [f"env {config.env.id} cannot be wrapped for training: {e}"]
+    problems = []
+    inner = (
+        list(observation_space.spaces.values())
+        if isinstance(observation_space, spaces.Dict)
+        else [observation_space]
+    )
+    if any(type(sub).__name__ not in OBSERVATION_SPACES for sub in inner):
+        problems.append(
+            f"env {config.env.id} has observation space {observation_space}, which the "
+            f"learners cannot take; supported: {', '.join(OBSERVATION_SPACES)}, or a flat Dict "
+            "of those (wrap the env to convert it, e.g. gymnasium's FlattenObservation for a "
+            "Tuple)"
+        )
+    valid = LEARNER_ACTION_SPACES.get(config.algo, ACTION_SPACES)
+    if type(action_space).__name__ not in valid:
+        problems.append(
+            f"env {config.env.id} has action space {action_space}, which algo {config.algo} "
+            f"does not train; supported: {', '.join(valid)}"
+        )
+    return problems
+
+
 def _check_encoder(config: TrainConfig, policy: PolicyConfig, learner: Any) -> list[str]:
     """Build the encoder the run's policy would build, with ``policy.encoder_kwargs``, on the
     env's observation space: a keyword its class does not take is named with those it does."""
@@ -162,13 +227,7 @@ def _check_encoder(config: TrainConfig, policy: PolicyConfig, learner: Any) -> l
 
     from stable_baselines3.common.vec_env import VecTransposeImage
 
-    from txrl.envs import make_env_fn
-
-    env = make_env_fn(
-        config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
-    )()
-    space = env.observation_space
-    env.close()
+    space, _ = _env_spaces(config)
     name, _ = learner.policy(policy, space)
     policy_class = learner.algorithm_class().policy_aliases[name]
     if hasattr(policy_class, "encoder_class"):  # txrl's memory policies choose for code grids
