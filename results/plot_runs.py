@@ -23,6 +23,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from txrl.compare import MAX_CURVES_PER_PANEL, steps_axis
+
 
 def read_evals(run: Path) -> list[dict]:
     """The evaluations of one run, in step order."""
@@ -61,21 +63,27 @@ def main() -> None:
     # success rate where every evaluation has one; else the mean return (e.g. POPGym)
     success = all(r.get("success_rate") is not None for rows in runs.values() for r in rows)
     metric, ci_key = ("success_rate", "success_ci95") if success else ("mean_return", "return_ci95")
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = plt.subplots(figsize=(7.5, 3.6), layout="constrained")
+    bands = len(runs) <= MAX_CURVES_PER_PANEL  # more bands than that hide each other
     for name, rows in runs.items():
         steps = [r["timesteps"] for r in rows]
-        low = [r[ci_key][0] for r in rows]
-        high = [r[ci_key][1] for r in rows]
         (line,) = ax.plot(steps, [r[metric] for r in rows], marker=".", label=name)
-        ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+        if bands:
+            low = [r[ci_key][0] for r in rows]
+            high = [r[ci_key][1] for r in rows]
+            ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
     if success:
         ax.axhline(0.5, color="grey", linestyle=":", linewidth=1, label="chance")
         ax.set_ylim(-0.02, 1.02)
+    steps_axis(ax)
     ax.set_xlabel("env steps")
     ax.set_ylabel("success rate (greedy)" if success else "mean return (greedy)")
-    ax.set_title(args.title or args.out.name)
-    ax.legend(loc="best", fontsize="x-small" if len(runs) > 12 else "small")
-    fig.tight_layout()
+    ax.set_title(f"{args.title or args.out.name}" + ("" if bands else " (one line a run)"))
+    ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize="x-small" if len(runs) > 12 else "small",
+    )
     _atomic_write(args.out / "curves.png", lambda p: fig.savefig(p, dpi=120, format="png"))
 
     header = (
