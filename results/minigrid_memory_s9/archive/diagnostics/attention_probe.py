@@ -1,7 +1,7 @@
 """Where the memory's attention looks, in MiniGrid-MemoryS9 checkpoints that solved the task
 and that did not.
 
-    python results/minigrid_memory_s9/diagnostics/attention_probe.py CHECKPOINT.zip [...]
+    python results/minigrid_memory_s9/archive/diagnostics/attention_probe.py CHECKPOINT.zip [...]
 
 Episodes start at x = 1 (the start room's object in view at reset), actions sampled from the
 policy, as in ``decision_probe.py``. Each finished episode is run again as one sequence

@@ -1,7 +1,7 @@
 """What does the memory hold when the agent decides? A linear probe of a MiniGrid-MemoryS9
 checkpoint at its decision points.
 
-    python results/minigrid_memory_s9/diagnostics/decision_probe.py CHECKPOINT.zip [...]
+    python results/minigrid_memory_s9/archive/diagnostics/decision_probe.py CHECKPOINT.zip [...]
 
 Every episode starts at x = 1 (the start room's object in view at reset) and is played with
 actions sampled from the policy. A decision point is a step at the junction facing one of

@@ -1,7 +1,7 @@
 """Can the memory learn to use the object at all? MiniGrid-MemoryS9 with every episode started
 at x = 1, where the start room's object is in view at reset (in the real task: 1 start in 6).
 
-    python results/minigrid_memory_s9/diagnostics/start_in_view.py LEARNING_RATE gtrxl|lstm
+    python results/minigrid_memory_s9/archive/diagnostics/start_in_view.py LEARNING_RATE gtrxl|lstm
 
 The recipe's model and PPO settings (entropy 0.01, as before tuning), 3 moves; prints the
 greedy success rate over 40 episodes every 25.6k env steps, up to 204.8k.

@@ -1,7 +1,7 @@
 """How often does an exploring agent see the start room's object before it decides, and how
 long before? MiniGrid-MemoryS9 under random policies over the three moves.
 
-    python results/minigrid_memory_s9/diagnostics/cue_gap.py
+    python results/minigrid_memory_s9/archive/diagnostics/cue_gap.py
 
 For each probability of ``forward`` (the rest split between ``left`` and ``right``), 600
 episodes from the task's own random starts: the share that end at one of the two objects

@@ -1,6 +1,6 @@
 """Greedy success of a MiniGrid-MemoryS9 checkpoint from each start cell of the hallway.
 
-    python results/minigrid_memory_s9/diagnostics/success_by_start_cell.py CHECKPOINT.zip
+    python results/minigrid_memory_s9/archive/diagnostics/success_by_start_cell.py CHECKPOINT.zip
 
 The agent starts at x = 1..6 of the middle row facing east; only from x = 1 is the start
 room's object in view at reset. A policy that ignores its memory sits near 0.5 everywhere;

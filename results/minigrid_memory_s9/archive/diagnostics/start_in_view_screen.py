@@ -5,7 +5,7 @@ object is in view at reset (one start in six in the real task), 3 moves. The rec
 and PPO settings unless an option changes them; greedy success over 40 episodes every 12.8k
 env steps until the first evaluation at >= 0.9 or the budget. One JSON line per run:
 
-    python results/minigrid_memory_s9/diagnostics/start_in_view_screen.py --seed 0 --lr 2e-3 --tag lr2e-3
+    python results/minigrid_memory_s9/archive/diagnostics/start_in_view_screen.py --seed 0 --lr 2e-3 --tag lr2e-3
 
 A fast look at what makes retrieval and comparison start (the real task needs them and
 exploration too); `start_in_view_screen.jsonl` holds the runs made.
