@@ -1,0 +1,308 @@
+"""Pictures of recorded episodes: the attention map, the traces (gates, action probabilities,
+value and reward) and the summary across episodes. Each is drawn for a reader who has not
+read the documentation: titles say what happened in the episode, axes and captions what is
+drawn, and nothing drawn hides the data.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from txrl.inspect.record import GATE_MEANINGS, GATE_SUBLAYERS, EpisodeRecord, InspectError
+
+CUE_COLOUR, DECISION_COLOUR = "tab:green", "tab:red"
+
+
+def figure_class() -> Any:
+    try:
+        from matplotlib.figure import Figure  # the OO API: no pyplot, no display backend
+    except ImportError as e:
+        raise ImportError("txrl inspect draws with matplotlib: pip install 'txrl[plots]'") from e
+    return Figure
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    from txrl.checkpoint import atomic_write
+
+    data = io.BytesIO()
+    fig.savefig(data, format="png", dpi=110, bbox_inches="tight")
+    atomic_write(path, data.getvalue())
+
+
+def episode_title(record: EpisodeRecord, index: int | None = None) -> str:
+    """``episode 2: cue up, chose up at step 11, success (return +1.00), 12 steps``, with
+    the parts the env reports."""
+    parts = [] if record.cue is None else [f"cue {record.cue}"]
+    if record.decision_step is not None and 0 <= record.decision_step < record.steps:
+        parts.append(
+            f"chose {record.action_name(record.decision_step)} at step {record.decision_step}"
+        )
+    outcome = {None: "", True: "success", False: "failure"}[record.success]
+    parts.append(f"{outcome} (return {record.episode_return:+.2f})".strip())
+    parts.append(f"{record.steps} steps")
+    head = "episode" if index is None else f"episode {index}"
+    return f"{head}: {', '.join(parts)}"
+
+
+def _mark_cells(ax: Any, record: EpisodeRecord) -> list[Any]:
+    """Triangles outside the axes at the cue column (top) and the decision row (right), and an
+    outline of the (decision, cue) cell, so that no mark covers a weight. Returns legend
+    handles."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+    from matplotlib.transforms import offset_copy
+
+    handles = []
+    above = offset_copy(ax.get_xaxis_transform(), fig=ax.figure, y=6, units="points")
+    right = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=6, units="points")
+    if record.cue_step is not None:
+        ax.plot(
+            [record.cue_step], [1.0], marker="v", color=CUE_COLOUR, markersize=8,
+            transform=above, clip_on=False, linestyle="none",
+        )  # fmt: skip
+        handles.append(
+            Line2D([], [], marker="v", color=CUE_COLOUR, linestyle="none",
+                   label=f"cue step ({record.cue_step}): attended column")
+        )  # fmt: skip
+    if record.decision_step is not None:
+        ax.plot(
+            [1.0], [record.decision_step], marker="<", color=DECISION_COLOUR, markersize=8,
+            transform=right, clip_on=False, linestyle="none",
+        )  # fmt: skip
+        handles.append(
+            Line2D([], [], marker="<", color=DECISION_COLOUR, linestyle="none",
+                   label=f"decision step ({record.decision_step}): attending row")
+        )  # fmt: skip
+    if record.cue_step is not None and record.decision_step is not None:
+        ax.add_patch(
+            Rectangle(
+                (record.cue_step - 0.5, record.decision_step - 0.5), 1, 1,
+                fill=False, edgecolor="white", linewidth=1.2,
+            )
+        )  # fmt: skip
+        handles.append(
+            Rectangle((0, 0), 1, 1, fill=False, edgecolor="black",
+                      label="outlined: the decision's weight on the cue")
+        )  # fmt: skip
+    return handles
+
+
+def plot_attention_map(
+    record: EpisodeRecord, path: Path, *, per_head: bool = False, index: int | None = None
+) -> Any:
+    """Episode step x attended step, one panel per layer (and per head with ``per_head``);
+    returns the figure."""
+    if record.attention is None or record.attendable is None:
+        raise InspectError("this episode has no attention weights to draw")
+    Figure = figure_class()
+    n_layers, n_heads = record.attention.shape[:2]
+    columns = n_heads + 1 if per_head else 1
+    fig = Figure(figsize=(3.8 * columns + 1.0, 3.4 * n_layers + 1.4), layout="constrained")
+    axes = fig.subplots(n_layers, columns, squeeze=False)
+    image, handles = None, []
+    for layer in range(n_layers):
+        panels = [(record.attention[layer].mean(axis=0), "heads averaged")]
+        if per_head:
+            panels += [(record.attention[layer, h], f"head {h}") for h in range(n_heads)]
+        for ax, (weights, label) in zip(axes[layer], panels, strict=True):
+            shown = np.ma.masked_where(~record.attendable, weights)
+            image = ax.imshow(
+                shown, vmin=0.0, vmax=1.0, cmap="viridis", origin="upper", interpolation="nearest"
+            )
+            ax.set_facecolor("0.85")
+            handles = _mark_cells(ax, record)
+            ax.set_title(f"{record.layers[layer]}, {label}", fontsize="small")
+            ax.set_xlabel("attended step (key)")
+            ax.set_ylabel("acting step (query)")
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight (grey: not attendable)")
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", fontsize="x-small", ncols=2)
+    fig.suptitle(
+        f"{episode_title(record, index)}\nwhere each step's attention goes", fontsize="medium"
+    )
+    save_figure(fig, path)
+    return fig
+
+
+def gate_label(trace: str, gate_class: str | None) -> tuple[str, str]:
+    """(legend label, meaning of 1 and 0) of a gate trace such as ``layer0/gate_attention``."""
+    layer, _, sublayer = trace.rpartition("/")
+    where = GATE_SUBLAYERS.get(sublayer, sublayer)
+    meaning = next(
+        (m for cls, m in GATE_MEANINGS.items() if cls.__name__ == gate_class),
+        ("gate", "mean activation"),
+    )
+    return f"{layer}, {where}: {meaning[0]}", meaning[1]
+
+
+def plot_traces(record: EpisodeRecord, path: Path, *, index: int | None = None) -> Any:
+    """Gate activations (or state norms), action probabilities, value and reward over the
+    episode; returns the figure."""
+    Figure = figure_class()
+    steps = np.arange(record.steps)
+    gates = record.gate_names
+    others = gates or [name for name in record.traces if name.startswith("state/")]
+    probs = record.action_probs
+    rows = 3 if probs is not None else 2
+    fig = Figure(figsize=(8.0, 2.6 * rows + 1.0), layout="constrained")
+    axes = fig.subplots(rows, 1, sharex=True)
+    top, bottom = axes[0], axes[-1]
+    meanings: list[str] = []
+    for name in others:
+        if gates:
+            label, meaning = gate_label(name, record.gates.get(name))
+            if meaning not in meanings:
+                meanings.append(meaning)
+        else:
+            label = name
+        top.plot(steps, record.traces[name], marker=".", label=label)
+    if gates:
+        top.set_ylabel("gate activation\n(mean over units)")
+        top.set_ylim(-0.02, 1.02)
+        top.set_title("; ".join(meanings), fontsize="x-small")
+    else:
+        top.set_ylabel("memory state norm")
+    if others:
+        top.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        top.text(0.5, 0.5, "no gates or state norms recorded", ha="center", transform=top.transAxes)
+    if probs is not None:
+        middle = axes[1]
+        names = record.action_names or [f"action {a}" for a in range(probs.shape[1])]
+        for action, name in enumerate(names):
+            middle.plot(steps, probs[:, action], marker=".", label=name)
+        taken = [int(a) for a in record.actions.reshape(-1)]
+        middle.scatter(steps, probs[steps, taken], s=60, facecolors="none", edgecolors="black",
+                       label="action taken", zorder=3)  # fmt: skip
+        middle.set_ylim(-0.02, 1.02)
+        middle.set_ylabel("action probability")
+        middle.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    bottom.plot(steps, record.values, marker=".", label="value estimate")
+    bottom.bar(steps, record.rewards, color="tab:orange", alpha=0.6, label="reward")
+    bottom.set_xlabel("episode step (0: the reset's observation)")
+    bottom.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    for ax in axes:
+        if record.cue_step is not None:
+            ax.axvline(record.cue_step, color=CUE_COLOUR, linestyle="--", linewidth=1)
+        if record.decision_step is not None:
+            ax.axvline(record.decision_step, color=DECISION_COLOUR, linestyle="--", linewidth=1)
+        ax.grid(alpha=0.3)
+    marks = [
+        f"{name} step (dashed, {colour.removeprefix('tab:')})"
+        for name, colour, step in (
+            ("cue", CUE_COLOUR, record.cue_step),
+            ("decision", DECISION_COLOUR, record.decision_step),
+        )
+        if step is not None
+    ]
+    what = "gates" if gates else "memory state"
+    fig.suptitle(
+        f"{episode_title(record, index)}\n{what}, action probabilities and value per step"
+        + (f"; {' and '.join(marks)}" if marks else ""),
+        fontsize="medium",
+    )
+    save_figure(fig, path)
+    return fig
+
+
+def plot_summary(records: Sequence[EpisodeRecord], path: Path) -> dict[str, Any]:
+    """Attention weight on the cue step at the decision step, successes vs failures, per
+    layer, with the level of uniform attention for reference.
+
+    Returns the numbers drawn (also written next to the picture as JSON).
+    """
+    masses = [r.cue_mass_at_decision() for r in records]
+    layers = next((r.layers for r in records if r.attention is not None), [])
+    rows = [
+        {
+            "episode": i,
+            "success": r.success,
+            "cue": r.cue,
+            "mass": [float(x) for x in m],
+            # uniform attention: 1 / the number of steps the decision step could attend to
+            "uniform": float(1.0 / r.attendable[r.decision_step].sum()),  # type: ignore[index]  # masses are None without them
+        }
+        for i, (r, m) in enumerate(zip(records, masses, strict=True))
+        if m is not None
+    ]
+    summary: dict[str, Any] = {
+        "episodes": len(records),
+        "successes": sum(1 for r in records if r.success),
+        "layers": layers,
+        "cue_mass_at_decision": rows,
+    }
+    save_figure(draw_summary(summary), path)
+    return summary
+
+
+def draw_summary(summary: dict[str, Any]) -> Any:
+    """The figure of :func:`plot_summary`'s numbers."""
+    Figure = figure_class()
+    layers, rows = summary["layers"], summary["cue_mass_at_decision"]
+    fig = Figure(figsize=(max(5.0, 1.8 * max(len(layers), 1) + 3.0), 4.6), layout="constrained")
+    ax = fig.subplots()
+    if not rows:
+        ax.text(
+            0.5, 0.5,
+            "nothing to draw: no episode has attention weights, a cue step and a decision "
+            "step (the env reports info['cue_step'] and info['decision_step'], and the "
+            "backbone is of the TrXL family)",
+            ha="center", va="center", wrap=True, transform=ax.transAxes,
+        )  # fmt: skip
+        ax.set_axis_off()
+    else:
+        x = np.arange(len(layers))
+        jitter = np.random.default_rng(0)
+        cues = sorted({str(row["cue"]) for row in rows if row["cue"] is not None})
+        shapes = iter("sDP*X")
+        markers = {
+            None: "o",
+            **{c: {"up": "^", "down": "v"}.get(c) or next(shapes, "o") for c in cues},
+        }
+        for cue, marker in markers.items():
+            if cue is not None:
+                ax.scatter([], [], color="0.5", marker=marker, label=f"cue {cue}")
+        groups = ((True, "tab:green", -0.17, "success"), (False, "tab:red", 0.17, "failure"))
+        for outcome, colour, shift, name in groups:
+            group = [row for row in rows if row["success"] is outcome]
+            if not group:
+                continue
+            mass = np.array([row["mass"] for row in group])  # (episodes, L)
+            spread = jitter.uniform(-0.06, 0.06, size=mass.shape)
+            for cue, marker in markers.items():
+                mine = [row["cue"] == cue for row in group]
+                if any(mine):
+                    ax.scatter((x + shift + spread)[mine], mass[mine], color=colour, alpha=0.5,
+                               s=22, marker=marker)  # fmt: skip
+            ax.scatter([], [], color=colour, label=f"{name} ({len(group)} episodes)")
+            ax.scatter(x + shift, mass.mean(axis=0), color=colour, marker="_", s=500,
+                       linewidths=2, label=f"{name}: mean")  # fmt: skip
+        uniform = float(np.mean([row["uniform"] for row in rows]))
+        ax.axhline(uniform, color="0.4", linestyle=":", linewidth=1,
+                   label=f"uniform attention ({uniform:.2f}, mean)")  # fmt: skip
+        ax.set_xticks(x, layers)
+        ax.set_xlim(-0.6, len(layers) - 0.4)
+        ax.set_xlabel("attention layer")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylabel("attention weight on the cue step\nat the decision step (heads averaged)")
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.grid(axis="y", alpha=0.3)
+        fig.text(
+            0.01, -0.02,
+            "Each marker: one episode. Near 1: when choosing, the agent reads the step that "
+            "showed the cue;\nat the dotted line: it spreads its attention evenly over the "
+            "steps it can see.",
+            fontsize="x-small", ha="left", va="top",
+        )  # fmt: skip
+    fig.suptitle(
+        f"Does the agent attend to the cue when it decides? "
+        f"{summary['successes']}/{summary['episodes']} episodes succeeded",
+        fontsize="medium",
+    )
+    return fig
