@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import pytest
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -10,7 +11,10 @@ import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import MemoryPPO
 
 
-def test_fused_adam_acting_equals_training_after_updates() -> None:
+@pytest.mark.parametrize("told", [True, False])
+def test_fused_adam_acting_equals_training_after_updates(told: bool) -> None:
+    # told=False: the learner's calls to on_parameters_changed do nothing, and the caches
+    # still follow the updates (txrl.nn.cache sees every optimizer step by itself)
     env = DummyVecEnv([lambda: Monitor(gym.make("txrl/TMazePassive-v0", length=3))] * 2)
     env.seed(0)
     n_envs, n_steps = 2, 16
@@ -32,6 +36,8 @@ def test_fused_adam_acting_equals_training_after_updates() -> None:
         },
         seed=0,
     )
+    if not told:
+        model.policy.backbone.on_parameters_changed = lambda: None  # type: ignore[method-assign]  # nothing cleared
     model.learn(2 * n_steps * n_envs)  # weights updated by fused Adam between rollouts
     callback = model._init_callback(None)
     assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)

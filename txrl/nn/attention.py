@@ -129,10 +129,9 @@ class RelativeMultiHeadAttention(ParameterCache):
     the positional keys ``W_kR R_{0..K-1}`` depend on the parameters only and are cached
     while gradients are off (acting), so step cost does not grow with M in projections.
 
-    The cache is keyed on the weight's version counter, which in-place updates bump, but
-    not every optimizer does (fused Adam writes the weights without bumping it), so whoever
-    changes the parameters also calls :meth:`clear_parameter_cache` (learners do it through
-    :meth:`txrl.nn.protocol.Backbone.on_parameters_changed`).
+    The cache (:class:`txrl.nn.cache.ParameterCache`) rebuilds an entry when the weights it
+    came from may have changed: an optimizer step of any kind, an in-place write, a new
+    tensor, a loaded state dict; see :mod:`txrl.nn.cache` for the one write it cannot see.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
@@ -185,7 +184,7 @@ class RelativeMultiHeadAttention(ParameterCache):
 
     def ring_weights(self, n_keys: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """What :meth:`ring_step` derives from the weights for ``n_keys`` = M + 1 keys, built
-        once and reused while the weights keep their versions:
+        once and reused while the weights stay unchanged (:mod:`txrl.nn.cache`):
 
         * weight (4D, D) and bias (4D) of one product giving the step's scaled
           ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)`` and its key ``W_kE z`` and value

@@ -1,22 +1,64 @@
 """Tensors derived from a module's parameters, computed once and reused while acting.
 
 An acting step (gradients off) may reuse, for instance, fused weight matrices or the
-projected positional encodings instead of rebuilding them each step. Entries are keyed on
-the version counters of the weights they come from, which in-place updates bump, and are
-dropped by :meth:`ParameterCache.clear_parameter_cache`, which learners reach through
-:meth:`txrl.nn.protocol.Backbone.on_parameters_changed` after every optimizer step (fused
-optimizers write weights without bumping their versions).
+projected positional encodings instead of rebuilding them each step. An entry remembers
+what it was built from and is rebuilt as soon as any of it may have changed, whoever
+changed it; no caller has to say so:
+
+* each weight's identity (the Parameter object, so ``load_state_dict(..., assign=True)`` or
+  a new ``module.weight = ...`` misses), its storage address (``p.data = t`` misses; the
+  entry keeps the old storage alive, so no new tensor can reuse its address) and its
+  version counter, which every in-place write through the tensor bumps (``p.copy_`` under
+  ``torch.no_grad``, a default ``load_state_dict``, the for-loop and foreach optimizers);
+* a process-wide generation that every ``torch.optim`` optimizer step bumps (a global
+  ``register_optimizer_step_post_hook``): fused optimizers (``Adam(fused=True)``, AdamW, SGD)
+  write the weights without bumping their versions;
+* ``load_state_dict`` empties the cache of every module it loads, and a copy of the module
+  (``copy.deepcopy``, pickling) starts with an empty one: a copy's weights are new tensors
+  whose counters restart at 0.
+
+A hit costs a dict lookup and, per weight, an identity, a version and an address compare.
+What no counter sees is a write through ``p.data`` (``p.data.copy_(...)``,
+``torch.add(..., out=p.data)``): ``.data`` is a tensor with a version counter of its own, by
+design invisible to autograd and to this cache. After such a write call
+:meth:`ParameterCache.clear_parameter_cache` (or
+:meth:`txrl.nn.protocol.Backbone.on_parameters_changed`), or write under ``torch.no_grad()``
+through the parameter itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 T = TypeVar("T")
+
+# bumped after every optimizer step in this process: a few wasted rebuilds when an unrelated
+# model steps, no missed update when a fused optimizer writes ours
+_generation = 0
+
+
+def _optimizer_stepped(*_: Any) -> None:
+    global _generation
+    _generation += 1
+
+
+register_optimizer_step_post_hook(_optimizer_stepped)
+
+
+class _Entry(NamedTuple):
+    """One cached value and what it was built from."""
+
+    value: Any
+    generation: int
+    weights: tuple[torch.Tensor, ...]  # the weight objects themselves (identity)
+    addresses: tuple[int, ...]  # their data pointers
+    versions: tuple[int, ...]  # their version counters
+    storages: tuple[Any, ...]  # their storages, held so no new tensor takes their addresses
 
 
 class ParameterCache(nn.Module):
@@ -24,25 +66,55 @@ class ParameterCache(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self._cache: dict[tuple[Any, ...], Any] = {}
+        self._cache: dict[tuple[str, int], _Entry] = {}
 
     def clear_parameter_cache(self) -> None:
-        """Forget what was derived from the parameters; call after changing them."""
+        """Forget what was derived from the parameters (needed only after writes through
+        ``.data``; see the module docstring)."""
         self._cache.clear()
 
     def cached(
         self, name: str, n: int, weights: tuple[torch.Tensor, ...], build: Callable[[], T]
     ) -> T:
-        """``build()`` (a tensor or a tuple of them), reused while gradients are off and ``weights`` keep their versions;
-        ``n`` tells apart entries of one ``name`` built for different sizes."""
+        """``build()`` (a tensor or a tuple of them), reused while gradients are off and
+        ``weights`` stay the same tensors, unwritten; ``n`` tells apart entries of one
+        ``name`` built for different sizes."""
         if torch.is_grad_enabled():
             return build()
-        key = (name, n, *(w._version for w in weights), weights[0].device, weights[0].dtype)
-        found = self._cache.get(key)
-        if found is None:
-            self._cache = {k: v for k, v in self._cache.items() if k[:2] != (name, n)}
-            # inference tensors whichever way gradients are off, so a compiled step that
-            # takes them as inputs (txrl.nn.memory) sees one kind
-            with torch.inference_mode():
-                found = self._cache[key] = build()
-        return found
+        key = (name, n)
+        entry = self._cache.get(key)
+        if (
+            entry is not None
+            and entry.generation == _generation
+            and all(
+                w is old and w._version == version and w.data_ptr() == address
+                for w, old, version, address in zip(
+                    weights, entry.weights, entry.versions, entry.addresses, strict=True
+                )
+            )
+        ):
+            return entry.value  # type: ignore[no-any-return]  # built by this key's build()
+        generation = _generation  # as of before the build, so a step during it is not missed
+        # inference tensors whichever way gradients are off, so a compiled step that takes
+        # them as inputs (txrl.nn.memory) sees one kind
+        with torch.inference_mode():
+            value = build()
+        self._cache[key] = _Entry(
+            value,
+            generation,
+            weights,
+            tuple(w.data_ptr() for w in weights),
+            tuple(w._version for w in weights),
+            tuple(w.untyped_storage() for w in weights),
+        )
+        return value
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        self._cache.clear()
+        super()._load_from_state_dict(*args, **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a copy's weights are new tensors: it derives its own (deepcopy and pickle go here)
+        state = dict(super().__getstate__())
+        state["_cache"] = {}
+        return state

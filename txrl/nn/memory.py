@@ -186,8 +186,8 @@ class LayerMemoryBackbone(Backbone):
         With the ``compile_step`` setting, on a CPU, the layer loop runs compiled
         (:meth:`_compiled_layers`); the ring write stays outside, in place."""
         start = episode_starts[0]  # (B,)
-        # what the attentions derive from their weights, looked up here (a cache keyed on
-        # the weights' versions), so the compiled loop takes them as plain inputs
+        # what the attentions derive from their weights, looked up here (txrl.nn.cache: a
+        # lookup while the weights stay unchanged), so the compiled loop takes them as inputs
         derived = [block.attention.ring_weights(self.memory_length + 1) for block in self.blocks]
         # on a GPU, rollouts capture the step as a CUDA graph (txrl.sb3.graphs) instead
         compiled = self.compiles_step and x.device.type == "cpu"

@@ -25,8 +25,8 @@ inside. Learners that train on segments of a rollout also use:
 * :meth:`Backbone.refresh_state`: recomputes caches derived from the parameters (TrXL's
   memory keys and values) after an update;
 * :meth:`Backbone.on_parameters_changed`: drops the module-level caches derived from the
-  parameters (TrXL's positional keys); learners call it after every optimizer step and
-  after loading weights, since not every optimizer marks the tensors it writes;
+  parameters (TrXL's positional keys). They follow optimizer steps, loaded weights and
+  copies by themselves (:mod:`txrl.nn.cache`); only a write through ``p.data`` needs it;
 * ``BackboneOutput.aux_losses``: named auxiliary losses (e.g. an adaptive span's L1
   penalty) that a learner adds with its own coefficients; ``stats`` holds diagnostics.
 """
@@ -125,9 +125,10 @@ class Backbone(nn.Module, abc.ABC):
     def on_parameters_changed(self) -> None:
         """Drop every cache derived from the parameters, in this module and its submodules.
 
-        A submodule with such a cache defines ``clear_parameter_cache()``. Call this after
-        each optimizer step and after loading weights: caches keyed on tensor versions miss
-        updates that do not bump them (e.g. ``torch.optim.Adam(fused=True)``).
+        A submodule with such a cache defines ``clear_parameter_cache()``. The caches see
+        optimizer steps (fused ones included), in-place writes, new tensors and loaded
+        weights by themselves (:mod:`txrl.nn.cache`); calling this is needed only after a
+        write through ``p.data``, which no version counter records, and harmless otherwise.
         """
         for module in self.modules():
             clear = getattr(module, "clear_parameter_cache", None)
