@@ -351,11 +351,13 @@ class LayerMemoryBackbone(Backbone):
     def initial_state(
         self, batch_size: int, device: torch.device | str | None = None
     ) -> MemoryState:
-        """hidden, keys, values (B, L, M, D) zeros, position and step (B,) zero, valid (B, M) False."""
-        device = device if device is not None else self.embed.weight.device
+        """hidden, keys, values (B, L, M, D) zeros of the weights' dtype, position and step (B,)
+        zero, valid (B, M) False."""
+        placement = self.state_placement(device)
+        device = placement["device"]
         shape = (batch_size, self.depth, self.memory_length, self.config.d_model)
         valid = torch.zeros((batch_size, self.memory_length), dtype=torch.bool, device=device)
-        memory = (torch.zeros(shape, device=device) for _ in range(3))
+        memory = (torch.zeros(shape, **placement) for _ in range(3))
         counters = (torch.zeros((batch_size,), dtype=torch.long, device=device) for _ in range(2))
         return self.state_type(*memory, *counters, valid)
 

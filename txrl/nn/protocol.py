@@ -135,6 +135,13 @@ class Backbone(nn.Module, abc.ABC):
             if clear is not None:
                 clear()
 
+    def state_placement(self, device: torch.device | str | None = None) -> dict[str, Any]:
+        """``device`` (the parameters' when None) and the parameters' dtype, as keyword
+        arguments for the float fields of :meth:`initial_state`, so that an empty memory
+        follows ``.double()`` and ``.to(device)`` as the weights do."""
+        weight = next(self.parameters())
+        return {"device": weight.device if device is None else device, "dtype": weight.dtype}
+
     def check_inputs(self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor) -> None:
         """Raise a ValueError naming the problem when the inputs do not fit the protocol."""
         if x.dim() != 3 or x.shape[-1] != self.input_dim:

@@ -64,8 +64,8 @@ class RecurrentBackbone(Backbone):
         self.state_type: type = LSTMState if cell == "lstm" else GRUState
 
     def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> tuple:
-        device = device if device is not None else next(self.parameters()).device
-        zeros = [torch.zeros(batch_size, self.config.n_layers, self.config.d_model, device=device)]
+        placement = self.state_placement(device)
+        zeros = [torch.zeros(batch_size, self.config.n_layers, self.config.d_model, **placement)]
         return self.state_type(*(zeros * len(self.state_type._fields)))
 
     def _call(self, x: torch.Tensor, state: tuple) -> tuple[torch.Tensor, tuple]:

@@ -223,11 +223,12 @@ class CompressiveTransformer(Backbone):
         self, batch_size: int, device: torch.device | str | None = None
     ) -> CompressiveState:
         c = self.config
-        device = device if device is not None else self.embed.weight.device
+        placement = self.state_placement(device)
+        device = placement["device"]
         p = c.compression_rate - 1
 
         def zeros(slots: int) -> torch.Tensor:
-            return torch.zeros(batch_size, c.n_layers, slots, c.d_model, device=device)
+            return torch.zeros(batch_size, c.n_layers, slots, c.d_model, **placement)
 
         def empty(slots: int) -> torch.Tensor:
             return torch.zeros(batch_size, slots, dtype=torch.bool, device=device)

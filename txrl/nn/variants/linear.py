@@ -310,13 +310,13 @@ class LinearTransformer(Backbone):
         self, batch_size: int, device: torch.device | str | None = None
     ) -> LinearState:
         c = self.config
-        device = device if device is not None else self.embed.weight.device
+        placement = self.state_placement(device)
         return LinearState(
             kv=torch.zeros(
-                batch_size, c.n_layers, c.n_heads, self.n_features, c.head_dim, device=device
+                batch_size, c.n_layers, c.n_heads, self.n_features, c.head_dim, **placement
             ),
-            k_sum=torch.zeros(batch_size, c.n_layers, c.n_heads, self.n_features, device=device),
-            steps=torch.zeros(batch_size, dtype=torch.long, device=device),
+            k_sum=torch.zeros(batch_size, c.n_layers, c.n_heads, self.n_features, **placement),
+            steps=torch.zeros(batch_size, dtype=torch.long, device=placement["device"]),
         )
 
     def run(

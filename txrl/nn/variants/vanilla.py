@@ -116,11 +116,11 @@ class VanillaTransformer(Backbone):
     def initial_state(
         self, batch_size: int, device: torch.device | str | None = None
     ) -> VanillaState:
-        device = device if device is not None else self.embed.weight.device
+        placement = self.state_placement(device)
         m, d = self.memory_length, self.config.d_model
         return VanillaState(
-            inputs=torch.zeros((batch_size, m, d), device=device),
-            valid=torch.zeros((batch_size, m), dtype=torch.bool, device=device),
+            inputs=torch.zeros((batch_size, m, d), **placement),
+            valid=torch.zeros((batch_size, m), dtype=torch.bool, device=placement["device"]),
         )
 
     def encode_windows(self, windows: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
