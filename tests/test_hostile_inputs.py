@@ -28,6 +28,38 @@ from txrl.train import CHECKPOINT_DIR, FINAL_CHECKPOINT
 TINY = tiny(budget=64, eval={"every": 0, "episodes": 2, "n_envs": 2})
 
 
+class SpacesEnv(gym.Env[Any, Any]):
+    """A one-step env of any observation and action space (the spaces a learner may not take)."""
+
+    def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> None:
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action: Any) -> Any:
+        return self.observation_space.sample(), 0.0, True, False, {}
+
+
+BOX = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+SPACE_ENVS = {
+    "txrl_test/GraphObs-v0": (gym.spaces.Graph(BOX, None), gym.spaces.Discrete(2)),
+    "txrl_test/TextObs-v0": (gym.spaces.Text(8), gym.spaces.Discrete(2)),
+    "txrl_test/MultiBinaryActions-v0": (BOX, gym.spaces.MultiBinary(3)),
+}
+for _id, (_obs, _act) in SPACE_ENVS.items():
+    if _id not in gym.registry:
+        gym.register(_id, SpacesEnv, kwargs={"observation_space": _obs, "action_space": _act})
+
+#: A V-MPO config as small as TINY's PPO one.
+TINY_VMPO = {
+    **{k: v for k, v in TINY.items() if k != "ppo"},
+    "algo": "vmpo",
+    "vmpo": {"n_steps": 16, "batch_size": 32, "segment_length": 8},
+}
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("finished")
@@ -49,6 +81,17 @@ class Ctx:
 
     def tiny(self, **changes: Any) -> str:
         return self.config({**TINY, **changes})
+
+    def binary(self) -> str:
+        path = self.tmp / "binary.yaml"
+        path.write_bytes(bytes(range(256)))
+        return str(path)
+
+    def plain_model(self) -> str:
+        """A model saved with SB3's ``model.save()``, not a txrl checkpoint."""
+        path = self.tmp / "plain.zip"
+        self.model().save(path)
+        return str(path)
 
     def model(self) -> MemoryPPO:
         return MemoryPPO.load(self.run / CHECKPOINT_DIR / FINAL_CHECKPOINT)
@@ -86,6 +129,31 @@ CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
     ("yaml list", lambda c: train(c, c.config("- 1\n")), ["must hold a mapping of settings"]),
     ("broken yaml", lambda c: train(c, c.config("budget: [1,\n")), ["is not valid YAML"]),
     ("missing file", lambda c: train(c, str(c.tmp / "nope.yaml")), ["cannot read config"]),
+    (
+        "binary config file",
+        lambda c: train(c, c.binary()),
+        ["binary.yaml is not a text file", "not UTF-8", "a config is a YAML text file"],
+    ),
+    (
+        "a key given twice",
+        lambda c: train(c, c.config(yaml.safe_dump(TINY) + "seed: 3\nbudget: 32\n")),
+        ["key 'budget' appears twice in one mapping (line 1 and line ", "keep one of them"],
+    ),
+    (
+        "a nested key given twice",
+        lambda c: train(c, c.config("budget: 64\nppo:\n  gamma: 0.9\n  gamma: 0.8\n")),
+        ["key 'gamma' appears twice in one mapping (line 3 and line 4)"],
+    ),
+    (
+        "a key given twice in --set",
+        lambda c: train(c, c.tiny(), "--set", "env.kwargs={length: 3, length: 4}"),
+        ["--set env.kwargs: key 'length' appears twice"],
+    ),
+    (
+        "memory_length 0 on a transformer",
+        lambda c: train(c, c.tiny(policy={**TINY["policy"], "memory_length": 0})),
+        ["policy.memory_length must be >= 1 for backbone 'gtrxl'", "got 0"],
+    ),
     (
         "misspelt key",
         lambda c: train(c, c.tiny(ppo={"gama": 0.9})),
@@ -127,6 +195,11 @@ CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
         "demo --steps 0",
         lambda c: lambda: cli.main(["demo", "--steps", "0"]),
         ["must be an integer >= 1"],
+    ),
+    (
+        "demo --memory-length 0",
+        lambda c: lambda: cli.main(["demo", "--memory-length", "0"]),
+        ["--memory-length: must be an integer >= 1", "'0'"],
     ),
     (
         "demo unknown backbone",
@@ -175,6 +248,28 @@ CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
         lambda c: lambda: MemoryPPO("MlpGTrXLPolicy", gym.make("Blackjack-v1")),
         ["unsupported observation space Tuple", "valid: Box", "FlattenObservation"],
     ),
+    (
+        "train on tuple observations",
+        lambda c: train(c, c.tiny(env={"id": "Blackjack-v1", "n_envs": 2})),
+        ["env Blackjack-v1 has observation space Tuple(", "supported: Box, Discrete", "Flatten"],
+    ),
+    (
+        "train on graph observations",
+        lambda c: train(c, c.tiny(env={"id": "txrl_test/GraphObs-v0", "n_envs": 2})),
+        ["has observation space Graph(", "supported: Box, Discrete, MultiDiscrete, MultiBinary"],
+    ),
+    (
+        "train on text observations",
+        lambda c: train(c, c.tiny(env={"id": "txrl_test/TextObs-v0", "n_envs": 2})),
+        ["has observation space Text(", "or a flat Dict of those"],
+    ),
+    (
+        "vmpo on MultiBinary actions",
+        lambda c: train(
+            c, c.config({**TINY_VMPO, "env": {"id": "txrl_test/MultiBinaryActions-v0"}})
+        ),
+        ["action space MultiBinary(3), which algo vmpo does not train", "supported: Discrete, Box"],
+    ),
     # ---- predict states
     (
         "state of the wrong length",
@@ -208,6 +303,11 @@ CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
         "eval a truncated checkpoint",
         lambda c: (lambda path: lambda: cli.main(["eval", path]))(c.truncated_checkpoint()),
         ["truncated.zip is not a readable txrl checkpoint", "need a checkpoint written by txrl"],
+    ),
+    (
+        "eval a plain model.save() zip",
+        lambda c: (lambda path: lambda: cli.main(["eval", path]))(c.plain_model()),
+        ["plain.zip is a Stable-Baselines3 model saved with model.save()", "MemoryPPO.load"],
     ),
 ]
 

@@ -169,10 +169,13 @@ def _check_env(env: EnvConfig) -> list[str]:
 #: The observation spaces every learner takes (SB3's, and txrl's memory policies').
 OBSERVATION_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
 #: The action spaces each learner trains, by ``algo``; any other learner: :data:`ACTION_SPACES`.
-#: MultiBinary is not among them: the learners store its actions as int8, which the Bernoulli
-#: distribution's log-probability (``binary_cross_entropy_with_logits``) cannot take.
-ACTION_SPACES = ("Box", "Discrete", "MultiDiscrete")
-LEARNER_ACTION_SPACES = {"vmpo": ("Discrete", "Box")}
+#: sb3-contrib's RecurrentPPO stores MultiBinary actions as int8, which its Bernoulli
+#: log-probability (``binary_cross_entropy_with_logits``) cannot take: it fails in torch.
+ACTION_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
+LEARNER_ACTION_SPACES = {
+    "vmpo": ("Discrete", "Box"),
+    "recurrent_ppo": ("Box", "Discrete", "MultiDiscrete"),
+}
 
 
 def _env_spaces(config: TrainConfig) -> tuple[Any, Any]:
