@@ -12,6 +12,7 @@ from txrl.config import ConfigError, TrainConfig
 from txrl.learners import (
     WIRING_ARGUMENTS,
     Learner,
+    MemoryLearnerSettings,
     get_learner,
     learner_names,
     learners,
@@ -19,6 +20,7 @@ from txrl.learners import (
     settings_disagreements,
 )
 from txrl.rl.vmpo_loss import VMPOConfig
+from txrl.rl.vmpo_settings import VMPOLossSettings
 from txrl.zoo import zoo_learners
 
 
@@ -110,7 +112,10 @@ def test_bad_learner_settings_name_the_key(data: dict, message: str) -> None:
 
 
 def test_the_loss_config_takes_the_learner_defaults() -> None:
-    """V-MPO's loss hyperparameters are declared once, in the learner's settings."""
+    """V-MPO's loss hyperparameters are declared once, in the loss's settings, which the
+    learner's settings inherit and the loss's config extends."""
+    assert issubclass(get_learner("vmpo").settings, VMPOLossSettings)
+    assert issubclass(VMPOConfig, VMPOLossSettings)
     settings = get_learner("vmpo").settings()
     loss = VMPOConfig()
     shared = {f.name for f in dataclasses.fields(VMPOConfig)} & {
@@ -121,6 +126,43 @@ def test_the_loss_config_takes_the_learner_defaults() -> None:
     assert not {"learning_rate", "target_update_period"} & {
         f.name for f in dataclasses.fields(VMPOConfig)
     }
+
+
+def test_each_setting_is_declared_once() -> None:
+    """A field shared by several learners lives in one base dataclass: no settings class
+    re-declares a field one of its bases has (each field has one docstring)."""
+    classes = {
+        cls
+        for learner in learners()
+        for cls in learner.settings.__mro__
+        if dataclasses.is_dataclass(cls)
+    }
+    for cls in classes:
+        own = set(inspect.get_annotations(cls))
+        for base in cls.__mro__[1:]:
+            if dataclasses.is_dataclass(base):
+                inherited = own & set(inspect.get_annotations(base))
+                # MemoryPPO widens ent_coef to take a lin_<x> schedule (its own docstring)
+                assert inherited <= {"ent_coef"}, f"{cls.__name__} re-declares {inherited}"
+    memory = {f.name for f in dataclasses.fields(MemoryLearnerSettings)}
+    assert {"check_finite", "cuda_graph", "aux_loss_coef", "stats_window_size"} <= memory
+    for name in ("ppo", "vmpo"):
+        assert issubclass(get_learner(name).settings, MemoryLearnerSettings)
+
+
+def test_the_loss_modules_do_not_import_the_learners() -> None:
+    """txrl.rl sits below txrl.learners: the learners' settings read the losses', not back."""
+    import ast
+    from pathlib import Path
+
+    import txrl.rl
+
+    for path in Path(txrl.rl.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                names += [alias.name for alias in node.names]
+                assert not any(n.startswith("txrl.learners") for n in names), path.name
 
 
 def test_learners_are_listed_once() -> None:

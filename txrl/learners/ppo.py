@@ -16,7 +16,7 @@ from txrl.config.schema import (
     PositiveRate,
     UnitFloat,
 )
-from txrl.learners import CheckFinite, Learner, memory_policy
+from txrl.learners import Learner, MemoryLearnerSettings, memory_policy
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,13 @@ class PPOLossSettings:
     """Global gradient-norm clip."""
     target_kl: PositiveFloat | None = None
     """Stop an update's epochs once the approximate KL exceeds 1.5 x this; ``null``: never."""
-    stats_window_size: PositiveInt = 100
-    """Episodes averaged in the ``rollout/`` statistics."""
 
 
 @dataclass(frozen=True)
-class MemoryPPOSettings(PPOLossSettings):
-    """Settings of :class:`txrl.MemoryPPO` (the ``ppo:`` section of a config)."""
+class MemoryPPOSettings(PPOLossSettings, MemoryLearnerSettings):
+    """Settings of :class:`txrl.MemoryPPO` (the ``ppo:`` section of a config): PPO's
+    objective, the memory learners' common settings
+    (:class:`~txrl.learners.MemoryLearnerSettings`), and:"""
 
     learning_rate: PositiveRate = 3e-4
     """Adam step size; ``lin_<number>`` (rl-baselines3-zoo's notation): from that number at
@@ -68,18 +68,6 @@ class MemoryPPOSettings(PPOLossSettings):
     segment_length: PositiveInt = 32
     """Steps per training segment, each recomputed from the memory its acting steps saw;
     must divide ``n_steps`` and ``batch_size``."""
-    aux_loss_coef: dict[str, NonNegativeFloat] | None = None
-    """Coefficient per auxiliary loss a backbone reports (``span_l1`` of adaptive_span,
-    ``ponder_cost`` of universal, ``attention_reconstruction`` of compressive); a loss not
-    listed, or ``null``, gets coefficient 1."""
-    check_finite: CheckFinite = "raise"
-    """On a NaN/inf observation or reward: ``raise`` (names env and step), ``warn``, or ``off``.
-    A non-finite loss always stops training before the optimizer step."""
-    cuda_graph: bool = True
-    """On a CUDA GPU with a discrete action space, act in rollouts by replaying a CUDA graph
-    of the acting step (captured at each rollout's start) instead of launching its kernels
-    one by one: the same computation, about 5x cheaper per step at 64 envs on an H100
-    (``bench/gpu_throughput.py``). No effect on a CPU; ``false``: eager steps."""
 
 
 LEARNER = Learner(

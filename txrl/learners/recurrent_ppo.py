@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from txrl.config.schema import Interval, PositiveInt, PositiveRate
-from txrl.learners import Learner, encoder_prefix
+from txrl.learners import Learner, SB3LearnerSettings, encoder_prefix
 from txrl.learners.ppo import PPOLossSettings
 
 
 @dataclass(frozen=True)
-class RecurrentPPOSettings(PPOLossSettings):
+class RecurrentPPOSettings(PPOLossSettings, SB3LearnerSettings):
     """Settings of sb3-contrib's RecurrentPPO (the ``recurrent_ppo:`` section of a config).
 
     PPO's objective as :class:`~txrl.learners.ppo.PPOLossSettings` (sb3-contrib's defaults
-    are SB3's), and:
+    are SB3's), ``stats_window_size`` (:class:`~txrl.learners.SB3LearnerSettings`), and:
     """
 
     learning_rate: PositiveRate = 3e-4

@@ -36,12 +36,9 @@ bootstrap value in G is ``sigma v~ + mu``, and the advantages of the E-step are
 targets G; it rescales the head so that its unnormalised outputs do not change.
 
 Provenance of :class:`VMPOConfig` defaults: eta_min, the top-half fraction and the PopArt
-bounds/step size are stated in the main text (Secs. 4.1, 4.2.1, 4.2.2). The remaining values
-(eps_*, the initial multipliers, declared in :class:`txrl.learners.vmpo.VMPOSettings`) are
-from Appendix F's tables, which we could not re-read while writing this file; they are the
-values commonly quoted from them (initial eta 1, alpha 5, alpha_mu = alpha_Sigma = 1, eps_alpha sampled log-uniformly in
-[0.001, 0.01] for DMLab/Atari, eps_eta 0.1 for pixel tasks and 0.01 for Gym tasks) and each
-field says so.
+bounds/step size are stated in the main text (Secs. 4.1, 4.2.1, 4.2.2). The settable ones
+(eps_*, the initial multipliers, ...) are declared, with their provenance, in
+:class:`txrl.rl.vmpo_settings.VMPOLossSettings`.
 """
 
 from __future__ import annotations
@@ -54,70 +51,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.learners.vmpo import VMPOSettings
+from txrl.config.schema import from_mapping
+from txrl.rl.vmpo_settings import VMPOLossSettings
 
 # ---------------------------------------------------------------------------------------------
 # Configuration
 # ---------------------------------------------------------------------------------------------
 
 
-_SETTINGS = VMPOSettings()  # the defaults are declared once, with their provenance, there
-
-
 @dataclasses.dataclass(frozen=True)
-class VMPOConfig:
+class VMPOConfig(VMPOLossSettings):
     """The hyperparameters the loss and the learner's multipliers and PopArt head read.
 
-    Defaults: the learner's (:class:`txrl.learners.vmpo.VMPOSettings`), with the paper's
-    values; the learner builds this from its settings.
+    The settable ones are :class:`~txrl.rl.vmpo_settings.VMPOLossSettings`' (declared and
+    documented there, with the paper's values; the learner builds this from its settings);
+    the fields below are constants the paper's main text fixes.
     """
-
-    epsilon_eta: float = _SETTINGS.epsilon_eta
-    """eps_eta, the bound on KL(psi || uniform over D~) that the temperature dual (4) enforces
-    (Eq. 19, Appendix A). Appendix F, DMLab/Atari tables (pixel inputs); the Gym tasks use 0.01.
-    Unverified: see "Provenance" in the module docstring."""
-
-    epsilon_alpha: float = _SETTINGS.epsilon_alpha
-    """eps_alpha, the trust region E_s[KL(pi_old || pi_theta)] < eps_alpha of Eq. (13), discrete
-    actions. Appendix F, DMLab/Atari tables sample it log-uniformly in [0.001, 0.01]; we take
-    the upper end. Unverified: see "Provenance" in the module docstring."""
-
-    epsilon_alpha_mu: float = _SETTINGS.epsilon_alpha_mu
-    """eps_alpha_mu, bound on the mean part of the decoupled Gaussian KL (Appendix C).
-    Appendix F, continuous-control tables (Gym setting). Unverified: see "Provenance"."""
-
-    epsilon_alpha_sigma: float = _SETTINGS.epsilon_alpha_sigma
-    """eps_alpha_Sigma, bound on the covariance part of the decoupled Gaussian KL (Appendix C).
-    Appendix F, continuous-control tables (Gym setting); kept small so the policy's standard
-    deviation shrinks slowly. Unverified: see "Provenance"."""
-
-    init_eta: float = _SETTINGS.init_eta
-    """Initial temperature eta. Appendix F, all tables. Unverified: see "Provenance"."""
-
-    init_alpha: float = _SETTINGS.init_alpha
-    """Initial alpha for discrete actions. Appendix F, DMLab/Atari tables. Unverified: see
-    "Provenance"."""
-
-    init_alpha_mu: float = _SETTINGS.init_alpha_mu
-    """Initial alpha_mu for Gaussian policies. Appendix F, continuous-control tables.
-    Unverified: see "Provenance"."""
-
-    init_alpha_sigma: float = _SETTINGS.init_alpha_sigma
-    """Initial alpha_Sigma for Gaussian policies. Appendix F, continuous-control tables.
-    Unverified: see "Provenance"."""
 
     multiplier_floor: float = 1e-8
     """eta_min = alpha_min, the smallest value of every multiplier. Sec. 4.2.2 (after Eq. 15)."""
 
     top_k_fraction: float = 0.5
     """Fraction of the batch's advantages kept for the E-step, the top 50%. Sec. 4.2.1."""
-
-    value_loss_coef: float = _SETTINGS.value_loss_coef
-    """Weight of L_V in the total loss; Eq. (1) adds L_V with weight 1 (L_V already holds 1/2)."""
-
-    popart: bool = _SETTINGS.popart
-    """Normalise the value targets with PopArt (Sec. 4.1: used "even when training on a single
-    task"). The loss does not apply it; see the module docstring for where it plugs in."""
 
     popart_step_size: float = 1e-4
     """Step size of PopArt's running statistics. Sec. 4.1."""
@@ -129,9 +84,13 @@ class VMPOConfig:
     """Upper bound on PopArt's scale sigma. Sec. 4.1."""
 
     def __post_init__(self) -> None:
-        positive = ("epsilon_eta", "epsilon_alpha", "epsilon_alpha_mu", "epsilon_alpha_sigma")
-        for name in positive:
-            _check_number(name, getattr(self, name), "a finite number > 0", lambda v: v > 0)
+        # the settable fields against the types they are declared with (a ValueError naming
+        # the field and its valid range), then the constants and how fields fit together
+        settable = {f.name: getattr(self, f.name) for f in dataclasses.fields(VMPOLossSettings)}
+        from_mapping(VMPOLossSettings, settable, "VMPOConfig")
+        for name, value in settable.items():
+            if isinstance(value, str):  # a config's "1e-3" is read as a number; code passes one
+                raise ValueError(f"VMPOConfig.{name} must be a number, got {value!r}")
         _check_number(
             "multiplier_floor", self.multiplier_floor, "a finite number >= 0", lambda v: v >= 0
         )
@@ -143,11 +102,6 @@ class VMPOConfig:
                 lambda v: v > self.multiplier_floor,
             )
         _check_number("top_k_fraction", self.top_k_fraction, "in (0, 1]", lambda v: 0 < v <= 1)
-        _check_number(
-            "value_loss_coef", self.value_loss_coef, "a finite number >= 0", lambda v: v >= 0
-        )
-        if not isinstance(self.popart, bool):
-            raise ValueError(f"VMPOConfig.popart must be a bool, got {self.popart!r}")
         _check_number("popart_step_size", self.popart_step_size, "in (0, 1]", lambda v: 0 < v <= 1)
         _check_number(
             "popart_scale_lower", self.popart_scale_lower, "a finite number > 0", lambda v: v > 0
