@@ -311,6 +311,7 @@ OBS_SPACES = {
 ACTION_SPACES = {
     "discrete": spaces.Discrete(3),
     "multidiscrete": spaces.MultiDiscrete([2, 3]),
+    "multibinary": spaces.MultiBinary(3),
     "box": spaces.Box(-1, 1, (2,), dtype=np.float32),
 }
 
@@ -319,7 +320,7 @@ ACTION_SPACES = {
 @pytest.mark.parametrize("obs_kind", list(OBS_SPACES))
 @pytest.mark.parametrize("action_kind", list(ACTION_SPACES))
 def test_spaces_run(algo, obs_kind: str, action_kind: str) -> None:
-    if algo is VMPO and action_kind == "multidiscrete":
+    if algo is VMPO and action_kind in ("multidiscrete", "multibinary"):
         with pytest.raises(ValueError, match="VMPO supports Discrete and Box action spaces"):
             VMPO(
                 "MlpGTrXLPolicy",
@@ -372,8 +373,90 @@ def test_unsupported_observation_space_is_named() -> None:
             )
         ]
     )
-    with pytest.raises(ValueError, match="unsupported observation space"):
+    with pytest.raises(ValueError, match=r"unsupported observation space Tuple.*Flatten"):
         MemoryPPO("MlpGTrXLPolicy", env)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize(
+    ("space", "named"),
+    [
+        (spaces.Graph(spaces.Box(0, 1, (2,)), spaces.Discrete(2)), "Graph"),
+        (spaces.Text(5), "Text"),
+        (spaces.Sequence(spaces.Discrete(2)), "Sequence"),
+        (spaces.Tuple((spaces.Discrete(2),)), "Tuple"),
+        (spaces.Dict({"ok": spaces.Discrete(2), "bad": spaces.Text(3)}), "Text.* at key 'bad'"),
+    ],
+)
+def test_variable_size_observation_spaces_are_named_at_construction(
+    algo, space: spaces.Space, named: str
+) -> None:
+    """An env whose observations no encoder reads (SB3's vectorisation fails obscurely on
+    them) is refused when the learner is built, with the space and the valid ones named."""
+    env = _SpacesEnv(space, spaces.Discrete(2))
+    with pytest.raises(ValueError, match=f"unsupported observation space {named}.*valid: Box"):
+        algo("MlpGTrXLPolicy", env)
+
+
+def test_multibinary_actions_train_on_the_log_probs_they_acted_with() -> None:
+    env = DummyVecEnv(
+        [lambda: _SpacesEnv(spaces.Box(-1, 1, (4,), dtype=np.float32), spaces.MultiBinary(3))] * 2
+    )
+    model = MemoryPPO(
+        "MlpGTrXLPolicy", env, n_steps=16, batch_size=32, segment_length=8, n_epochs=2,
+        policy_kwargs=TINY, seed=0,
+    )  # fmt: skip
+    model.learn(6 * 32)
+    assert model.rollout_buffer.actions.shape[-1] == 3
+    assert np.isin(model.rollout_buffer.actions, (0, 1)).all()
+    assert_next_rollout_recomputed_exactly(model)
+    actions, _ = model.predict(env.reset())
+    assert actions.shape == (2, 3) and np.isin(actions, (0, 1)).all()
+
+
+def test_a_target_kl_stop_counts_the_epochs_started_as_sb3() -> None:
+    """n_updates counts epochs started (SB3's PPO): one per rollout when the KL stop cuts the
+    first epoch short, all of them otherwise."""
+    kwargs = dict(n_steps=16, batch_size=16, segment_length=8, n_epochs=4, policy_kwargs=TINY)
+    stopped = MemoryPPO("MlpGTrXLPolicy", tmaze_env(2), target_kl=1e-12, seed=0, **kwargs)
+    stopped.learn(2 * 32)  # two rollouts of two minibatches: the 2nd stops the 1st epoch
+    assert stopped._n_updates == 2
+    assert stopped.logger.name_to_value["train/n_updates"] == 2
+    full = MemoryPPO("MlpGTrXLPolicy", tmaze_env(2), seed=0, **kwargs)
+    full.learn(2 * 32)
+    assert full._n_updates == 2 * 4
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_set_memory_of_a_model_that_has_not_acted(algo) -> None:
+    """get_memory is None before the first rollout; handing it back leaves no live memory."""
+    model = algo("MlpGTrXLPolicy", tmaze_env(2), n_steps=8, batch_size=16, segment_length=4,
+                 n_epochs=1, policy_kwargs=TINY)  # fmt: skip
+    assert model.get_memory() is None
+    model.set_memory(model.get_memory())
+    assert model.get_memory() is None
+    model.learn(16)
+    memory = model.get_memory()
+    assert memory is not None and memory[0].shape[0] == 2
+    model.set_memory(None)  # forget it: the next rollout starts each env afresh
+    assert model.get_memory() is None
+    model.learn(16, reset_num_timesteps=False)
+    assert model.get_memory() is not None
+
+
+@pytest.mark.parametrize(("saver", "loader"), [(MemoryPPO, VMPO), (VMPO, MemoryPPO)])
+def test_loading_another_learners_file_names_the_learner_that_saved_it(
+    saver, loader, tmp_path
+) -> None:
+    model = saver("MlpGTrXLPolicy", tmaze_env(1), n_steps=8, batch_size=8, segment_length=4,
+                  policy_kwargs=TINY)  # fmt: skip
+    model.save(tmp_path / "model.zip")
+    name = saver.__name__
+    with pytest.raises(
+        ValueError, match=rf"saved by {name} \(txrl\.sb3\.\w+:{name}\).*load it with {name}\.load"
+    ):
+        loader.load(tmp_path / "model.zip")
+    assert type(saver.load(tmp_path / "model.zip")) is saver
 
 
 @pytest.mark.parametrize("algo", ALGOS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -69,6 +70,36 @@ def test_memory_round_trips() -> None:
     model.set_memory(changed)
     for a, b in zip(model.get_memory(), changed, strict=True):
         assert (a == b).all()
+
+
+def test_set_memory_of_a_model_not_set_up_and_forgetting_it() -> None:
+    """get_memory is None before setup; set_memory(None) leaves the zero states of a fresh
+    model, from which it learns on."""
+    bare = RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=8, batch_size=8,
+                        _init_setup_model=False)  # fmt: skip
+    assert bare.get_memory() is None
+    bare.set_memory(bare.get_memory())
+    assert bare.get_memory() is None
+    model = RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=8, batch_size=8, seed=0)
+    model.learn(8)
+    assert any(a.any() for a in model.get_memory())
+    model.set_memory(None)
+    memory = model.get_memory()
+    assert len(memory) == 4 and not any(a.any() for a in memory)
+    assert memory[0].shape == (1, 1, model.policy.lstm_actor.hidden_size)
+    model.learn(8, reset_num_timesteps=False)
+
+
+def test_learn_leaves_no_folder_in_the_temp_dir(tmp_path: Path, monkeypatch) -> None:
+    """Without tensorboard_log, SB3's logger would create an empty SB3-<date> folder in the
+    temp dir on every learn; this learner, as txrl's own, creates none."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    model = RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=8, batch_size=8, seed=0)
+    model.learn(8)
+    model.learn(8)
+    assert list(tmp_path.iterdir()) == []
+    assert "train/n_updates" in model.logger.name_to_value  # it logged, in memory
 
 
 def test_compare_runs_it_beside_memory_ppo(tmp_path: Path) -> None:

@@ -88,6 +88,21 @@ def test_target_network_acts_and_is_refreshed_every_period() -> None:
     assert any(differs), "the 4th step moved the online network past the target"
 
 
+def test_approx_kl_measures_the_acting_target_network() -> None:
+    """approx_kl is taken against the network that acted: zero before a rollout's first
+    gradient step when the rollout's own policy acts, not when a target network does (the
+    online network has moved since the target's last refresh)."""
+    kwargs = dict(n_steps=16, batch_size=32, segment_length=8, n_epochs=1, policy_kwargs=TINY)
+    # one minibatch per rollout: what is logged is its first, before any gradient step
+    target = VMPO("MlpGTrXLPolicy", small_env(), target_update_period=1000, seed=0, **kwargs)
+    target.learn(2 * 32)
+    logged = target.logger.name_to_value
+    assert logged["train/approx_kl"] > 1e-6 and logged["train/kl"] > 1e-6
+    own = VMPO("MlpGTrXLPolicy", small_env(), seed=0, **kwargs)
+    own.learn(2 * 32)
+    assert own.logger.name_to_value["train/approx_kl"] == pytest.approx(0.0, abs=1e-6)
+
+
 def test_bad_target_period_is_named() -> None:
     with pytest.raises(ValueError, match="target_update_period must be an int >= 1 or None"):
         VMPO("MlpGTrXLPolicy", small_env(1), target_update_period=0)

@@ -10,7 +10,7 @@ Legend: S steps per segment, G segments per minibatch, X = S * G transitions, B 
 
 from __future__ import annotations
 
-import sys
+import importlib
 import warnings
 from collections import defaultdict
 from typing import Any, ClassVar, Literal, TypeVar
@@ -19,7 +19,6 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.base_class import maybe_make_env
-from stable_baselines3.common.logger import HumanOutputFormat, Logger
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
@@ -29,6 +28,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from txrl.nn.state import clone_state, state_from_numpy, state_to_numpy
 from txrl.rl.buffer import MemoryDictRolloutBuffer, MemoryRolloutBuffer, SegmentBatch
 from txrl.sb3.graphs import GraphedActing, graphs_apply
+from txrl.sb3.logger import FolderlessLogging
 from txrl.sb3.policies import POLICY_ALIASES, MemoryActorCriticPolicy
 
 SelfMemoryAlgorithm = TypeVar("SelfMemoryAlgorithm", bound="MemoryOnPolicyAlgorithm")
@@ -45,7 +45,7 @@ CHECK_FINITE_MODES = ("raise", "warn", "off")
 CheckFinite = Literal["raise", "warn", "off"]
 
 
-class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
+class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm):
     """SB3 on-policy algorithm whose policy has memory; subclasses define the loss.
 
     :param segment_length: steps per training sequence (S); ``n_steps`` and ``batch_size``
@@ -150,6 +150,8 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
             self._setup_model()
 
     def _setup_model(self) -> None:
+        _check_saved_by(self)
+        self._check_action_space()
         _check_observation_space(self.observation_space)
         is_dict = isinstance(self.observation_space, spaces.Dict)
         self.rollout_buffer_class = MemoryDictRolloutBuffer if is_dict else MemoryRolloutBuffer
@@ -160,6 +162,11 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 f"predict_past offsets {too_far} reach beyond a training sequence of "
                 f"segment_length {self.segment_length}: use offsets below {self.segment_length}"
             )
+        # saved with the model, so that loading it with another learner's class is named
+        self._saved_by = _class_path(type(self))
+
+    def _check_action_space(self) -> None:
+        """Hook: refuse an action space the learner's loss cannot train (a clear ValueError)."""
 
     def _excluded_save_params(self) -> list[str]:
         # the live memory belongs to the envs of this run, not to the model
@@ -184,40 +191,18 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
             progress_bar=progress_bar,
         )
 
-    def _setup_learn(
-        self,
-        total_timesteps: int,
-        callback: MaybeCallback = None,
-        reset_num_timesteps: bool = True,
-        tb_log_name: str = "run",
-        progress_bar: bool = False,
-    ) -> tuple[int, Any]:
-        """SB3's ``_setup_learn``, with a logger that needs no folder when nothing is written.
-
-        Without ``tensorboard_log`` SB3 logs to stdout or nowhere, yet creates an empty
-        ``SB3-<date>`` folder in the temp dir on every ``learn``; here the same outputs come
-        from a folderless logger instead (a logger set with ``set_logger`` is kept as is).
-        """
-        folderless = not self._custom_logger and self.tensorboard_log is None
-        if folderless:
-            self._logger = _folderless_logger(self.verbose)
-            self._custom_logger = True  # SB3 keeps a custom logger rather than configure one
-        try:
-            return super()._setup_learn(
-                total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
-            )
-        finally:
-            if folderless:
-                self._custom_logger = False
-
     # ------------------------------------------------------------------ memory
 
     def get_memory(self) -> tuple[np.ndarray, ...] | None:
         """Each env's live memory as numpy arrays (env on axis 0), e.g. for checkpoints."""
         return None if self._memory is None else state_to_numpy(self._memory)
 
-    def set_memory(self, arrays: tuple[np.ndarray, ...]) -> None:
-        """Restore what :meth:`get_memory` returned."""
+    def set_memory(self, arrays: tuple[np.ndarray, ...] | None) -> None:
+        """Restore what :meth:`get_memory` returned; ``None`` (a model that has not acted
+        yet) leaves no live memory, so the next rollout starts each env from an empty one."""
+        if arrays is None:
+            self._memory = None
+            return
         n_envs = self.n_envs
         self._memory = state_from_numpy(
             self.policy.initial_state(n_envs), tuple(arrays), self.device
@@ -386,6 +371,8 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         actions = batch.actions.reshape(s * g, -1)  # (S, G, A) -> (X, A)
         if isinstance(self.action_space, spaces.Discrete):
             actions = actions.long().flatten()  # (X,)
+        elif isinstance(self.action_space, spaces.MultiBinary):
+            actions = actions.float()  # stored as int8; a Bernoulli's log-prob takes floats
         return self.policy.evaluate_sequences(
             flat_obs, actions, batch.memory, batch.episode_starts, stats=stats
         )
@@ -453,9 +440,9 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
                 self.policy.on_parameters_changed()
                 self._after_gradient_step()
                 logged["train/loss"].append(float(loss.detach()))
+            self._n_updates += 1  # epochs started, one cut short included (as SB3's PPO counts)
             if stopped:
                 break
-        self._n_updates += self.n_epochs
         buffer = self.rollout_buffer
         explained = explained_variance(buffer.values.flatten(), buffer.returns.flatten())
         for key, values_logged in logged.items():
@@ -467,14 +454,6 @@ class MemoryOnPolicyAlgorithm(OnPolicyAlgorithm):
         self.logger.record(
             "train/memory_bytes_per_transition", buffer.trace_nbytes_per_transition()
         )
-
-
-def _folderless_logger(verbose: int) -> Logger:
-    """What SB3's ``configure_logger`` gives without TensorBoard (stdout when ``verbose >= 1``,
-    no output otherwise), without the folder it would create for files never written."""
-    return Logger(
-        folder=None, output_formats=[HumanOutputFormat(sys.stdout)] if verbose >= 1 else []
-    )
 
 
 def _check_finite_step(
@@ -553,10 +532,44 @@ def _env_with_checked_observations(env: GymEnv | str | None, verbose: int) -> Gy
 
 
 def _check_observation_space(space: spaces.Space) -> None:
-    inner = list(space.spaces.values()) if isinstance(space, spaces.Dict) else [space]
-    for sub in inner:
+    """One ValueError naming the first space (or Dict key) no encoder reads, and what is valid."""
+    inner = list(space.spaces.items()) if isinstance(space, spaces.Dict) else [(None, space)]
+    for key, sub in inner:
         if isinstance(sub, spaces.Dict) or not isinstance(sub, SUPPORTED_OBSERVATION_SPACES):
+            where = "" if key is None else f" at key {key!r} of {space}"
+            if isinstance(sub, spaces.Tuple | spaces.Dict):
+                hint = "flatten it first, e.g. with gymnasium's FlattenObservation"
+            else:  # Graph, Sequence, Text: no fixed shape to stack into a batch
+                hint = "its observations vary in size: encode them as a fixed-size Box in a wrapper"
             raise ValueError(
-                f"unsupported observation space {space}; valid: Box (vectors or images), Discrete, MultiDiscrete, "
-                "MultiBinary, or a flat Dict of those (flatten Tuple spaces first, e.g. with gymnasium's FlattenObservation)"
+                f"unsupported observation space {sub}{where}; valid: Box "
+                "(vectors or images), Discrete, MultiDiscrete, MultiBinary, or a flat Dict of "
+                f"those; {hint}"
             )
+
+
+def _class_path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _check_saved_by(model: MemoryOnPolicyAlgorithm) -> None:
+    """On ``load``: a model saved by another learner (VMPO's file given to ``MemoryPPO.load``)
+    is one ValueError naming the learner that saved it, not a mismatch of weight names.
+
+    The saving class's ``module:Class`` path is saved with the model (``_saved_by``); loading
+    with that class, a subclass or a base class of it is allowed."""
+    saved = model.__dict__.get("_saved_by")
+    loading = type(model)
+    if saved is None or saved in {_class_path(c) for c in loading.__mro__}:
+        return
+    module, _, name = saved.partition(":")
+    try:
+        saver = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        saver = None
+    if isinstance(saver, type) and issubclass(saver, loading):
+        return
+    raise ValueError(
+        f"this file was saved by {name} ({saved}), not by {loading.__name__}: load it with "
+        f"{name}.load (a {name} file holds {name}'s settings and weights)"
+    )

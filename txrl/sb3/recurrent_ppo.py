@@ -4,7 +4,9 @@ The algorithm is sb3-contrib's, unchanged: PPO with an LSTM in the policy and th
 function, trained on whole sequences cut at episode starts. A txrl run needs one thing
 more from a learner, the live memory of each env for exact resume (``get_memory`` /
 ``set_memory``, as :class:`txrl.sb3.common.MemoryOnPolicyAlgorithm` has): here the LSTM
-states of the last step, which sb3-contrib does not save with the model.
+states of the last step, which sb3-contrib does not save with the model. And, as txrl's
+own learners, ``learn`` leaves no empty ``SB3-<date>`` folder behind
+(:class:`txrl.sb3.logger.FolderlessLogging`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import torch
 from sb3_contrib import RecurrentPPO as ContribRecurrentPPO
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 
+from txrl.sb3.logger import FolderlessLogging
 
-class RecurrentPPO(ContribRecurrentPPO):
+
+class RecurrentPPO(FolderlessLogging, ContribRecurrentPPO):
     """sb3-contrib's RecurrentPPO with its per-env LSTM state exposed for checkpoints."""
 
     def get_memory(self) -> tuple[np.ndarray, ...] | None:
@@ -25,14 +29,28 @@ class RecurrentPPO(ContribRecurrentPPO):
             return None
         return tuple(t.detach().cpu().numpy().copy() for t in (*states.pi, *states.vf))
 
-    def set_memory(self, arrays: tuple[np.ndarray, ...]) -> None:
-        """Restore what :meth:`get_memory` returned."""
+    def set_memory(self, arrays: tuple[np.ndarray, ...] | None) -> None:
+        """Restore what :meth:`get_memory` returned; ``None`` (a model not set up yet) leaves
+        the zero states a fresh model starts from (none before its setup)."""
+        if arrays is None:
+            self._last_lstm_states = self._zero_states()
+            return
         if len(arrays) != 4:
             raise ValueError(
                 f"RecurrentPPO memory is 4 arrays (actor h, c; critic h, c), got {len(arrays)}"
             )
         pi_h, pi_c, vf_h, vf_c = (torch.as_tensor(a, device=self.device) for a in arrays)
         self._last_lstm_states = RNNStates((pi_h, pi_c), (vf_h, vf_c))
+
+    def _zero_states(self) -> RNNStates | None:
+        """The states of a fresh model, zeros (layers, envs, hidden); None before setup."""
+        policy = getattr(self, "policy", None)
+        if policy is None:
+            return None
+        lstm = policy.lstm_actor
+        shape = (lstm.num_layers, self.n_envs, lstm.hidden_size)
+        zeros = [torch.zeros(shape, device=self.device) for _ in range(4)]
+        return RNNStates((zeros[0], zeros[1]), (zeros[2], zeros[3]))
 
 
 __all__ = ["RecurrentPPO"]

@@ -146,11 +146,15 @@ class VMPO(MemoryOnPolicyAlgorithm):
             _init_setup_model=_init_setup_model,
         )
 
-    def _setup_model(self) -> None:
+    def _check_action_space(self) -> None:
+        # the KL of Eq. (5) is implemented for categorical and diagonal-Gaussian policies
         if not isinstance(self.action_space, spaces.Discrete | spaces.Box):
             raise ValueError(
-                f"VMPO supports Discrete and Box action spaces, got {self.action_space}"
+                f"VMPO supports Discrete and Box action spaces, got {self.action_space}; "
+                "MemoryPPO also trains MultiDiscrete and MultiBinary ones"
             )
+
+    def _setup_model(self) -> None:
         super()._setup_model()
         config = self.vmpo_config
         if config.popart:
@@ -256,7 +260,9 @@ class VMPO(MemoryOnPolicyAlgorithm):
             full_batch=FullBatch(advantages=context["advantages"], index=index),
         )
         with torch.no_grad():
-            # the same diagnostic as PPO's: zero before the first gradient step of a rollout
+            # PPO's diagnostic, against the network that acted (pi_old): zero before a
+            # rollout's first gradient step when the rollout's policy acts; with a target
+            # network, the online network has moved since the target's last refresh
             log_ratio = log_prob - batch.old_log_prob.flatten()
             stats["train/approx_kl"] = ((log_ratio.exp() - 1) - log_ratio).mean()
         return loss, stats
