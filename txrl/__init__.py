@@ -9,9 +9,65 @@ of :mod:`txrl.learners` are attributes by their class names (``txrl.MemoryPPO``,
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+
+class _SourceTreeFinder(importlib.abc.MetaPathFinder):
+    """Finds ``txrl.envs`` and ``txrl.agents`` in the top-level ``envs/`` and ``agents/`` of a
+    source tree, and nothing else.
+
+    The installed package maps those directories into ``txrl`` (``package-dir`` in
+    pyproject.toml). In a checkout, ``txrl`` itself is the ``txrl/`` directory whenever the
+    checkout root comes first on ``sys.path`` (``python -m txrl`` run there, a script or a
+    notebook there), and that directory has no ``envs``/``agents``: without this finder
+    ``import txrl.envs`` would fail there after a non-editable ``pip install .``, and an
+    editable install of another checkout would supply that checkout's tasks. Only these two
+    names are mapped: putting the root on ``txrl.__path__`` would make ``txrl.tests``,
+    ``txrl.results`` and every other top-level folder importable too.
+    """
+
+    def __init__(self, locations: dict[str, Path]) -> None:
+        self.locations = locations
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Any = None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        directory = self.locations.get(fullname)
+        if directory is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, directory / "__init__.py", submodule_search_locations=[str(directory)]
+        )
+
+
+def _find_subpackages_of_the_source_tree() -> None:
+    """Install :class:`_SourceTreeFinder` if this ``txrl`` is the ``txrl/`` of a source tree."""
+    package = Path(__file__).resolve().parent
+    root = package.parent
+    locations = {f"{__name__}.{name}": root / name for name in ("envs", "agents")}
+    in_source_tree = (root / "pyproject.toml").is_file() and all(
+        (directory / "__init__.py").is_file() and not (package / directory.name).exists()
+        for directory in locations.values()
+    )
+    if in_source_tree and not any(
+        getattr(finder, "locations", None) == locations for finder in sys.meta_path
+    ):
+        # First: an editable install's finder, later on the path, may point at another tree.
+        sys.meta_path.insert(0, _SourceTreeFinder(locations))
+
+
+_find_subpackages_of_the_source_tree()
 
 _LAZY = {
     "Backbone": "txrl.nn",

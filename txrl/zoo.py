@@ -10,20 +10,26 @@ arguments::
     python -m txrl.zoo train --algo memory_ppo --env txrl/TMazePassive-v0 -n 20000 -f logs
     python -m txrl.zoo enjoy --algo memory_ppo --env txrl/TMazePassive-v0 -f logs --no-render
 
-Without ``--conf-file``, ``train`` reads the hyperparameters from ``configs/zoo/<algo>.yml``
-of the txrl source tree (rl-zoo3's own files know nothing of txrl). The txrl tasks have no
-``render_mode="human"``: give ``enjoy`` ``--no-render``. rl-zoo3 is an optional extra.
+Without ``--conf-file``, ``train`` reads the hyperparameters of txrl's learners from txrl's
+own files (rl-zoo3's know nothing of txrl): ``configs/zoo/<algo>.yml`` of the repository,
+installed as the package data ``txrl/zoo_configs/<algo>.yml`` (:func:`hyperparameter_file`).
+Most txrl tasks have no ``render_mode="human"``: give ``enjoy`` ``--no-render``. rl-zoo3 is
+an optional extra, ``pip install 'txrl[zoo]'``.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 
 from txrl.learners import Learner, learners
 
-ZOO_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "zoo"
+#: ``configs/zoo`` of a source tree: where an editable install or a checkout finds the files,
+#: since the package-dir mapping of pyproject.toml applies only to a built package.
+SOURCE_ZOO_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "zoo"
 USAGE = "usage: python -m txrl.zoo {train,enjoy} --algo memory_ppo --env ENV_ID [rl-zoo3 options]"
 
 
@@ -61,34 +67,56 @@ def _algo(argv: Sequence[str]) -> str | None:
     return None
 
 
+@contextmanager
+def hyperparameter_file(algo: str) -> Iterator[Path | None]:
+    """The path of txrl's rl-zoo3 hyperparameters of ``algo`` while the context is open, or
+    ``None`` if txrl ships none.
+
+    An installed txrl has them as package data (``txrl/zoo_configs/<algo>.yml``, a real file
+    for as long as the context is open even when txrl is imported from a zip); a source tree
+    has them in ``configs/zoo/``.
+    """
+    name = f"{algo}.yml"
+    packaged = resources.files("txrl") / "zoo_configs" / name
+    if packaged.is_file():
+        with resources.as_file(packaged) as path:
+            yield path
+        return
+    source = SOURCE_ZOO_CONFIGS / name
+    yield source if source.is_file() else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__}")
+        return 0
     if not args or args[0] not in ("train", "enjoy"):
         print(USAGE, file=sys.stderr)
         return 2
     command, rest = args[0], args[1:]
     register()
-    if command == "train" and not {"-conf", "--conf-file"} & {a.split("=")[0] for a in rest}:
-        algo = _algo(rest)
-        default = ZOO_CONFIGS / f"{algo}.yml"
-        if algo in zoo_learners():
-            if not default.exists():
+    algo = _algo(rest)
+    given = {"-conf", "--conf-file"} & {a.split("=")[0] for a in rest}
+    with hyperparameter_file(str(algo)) as conf_file:
+        if command == "train" and not given and algo in zoo_learners():
+            if conf_file is None:
                 print(
-                    f"txrl.zoo: no hyperparameters for {algo} at {default} (they ship with the "
-                    "txrl source tree, not the wheel); pass --conf-file FILE.yml",
+                    f"txrl.zoo: this installation has no hyperparameters for {algo} "
+                    f"(txrl/zoo_configs/{algo}.yml); pass --conf-file FILE.yml",
                     file=sys.stderr,
                 )
                 return 2
-            rest += ["--conf-file", str(default)]
-    sys.argv = [f"txrl.zoo {command}", *rest]
-    if command == "train":
-        from rl_zoo3.train import train
+            rest += ["--conf-file", str(conf_file)]
+        sys.argv = [f"txrl.zoo {command}", *rest]
+        if command == "train":
+            from rl_zoo3.train import train
 
-        train()
-    else:
-        from rl_zoo3.enjoy import enjoy
+            train()
+        else:
+            from rl_zoo3.enjoy import enjoy
 
-        enjoy()
+            enjoy()
     return 0
 
 
