@@ -6,7 +6,7 @@ field, a past observation feature). One probe is fit per layer and per step, on 
 features with an L2 penalty, and scored on held-out episodes: the episodes are split into
 ``folds`` groups and each group's steps are predicted by the probe fit on the others, so no
 episode is scored by a probe that saw it. Chance is the accuracy of always answering the
-training episodes' most common value. The observation the agent acts on is probed as well,
+most common value of the episodes scored at that step. The observation the agent acts on is probed as well,
 as the memoryless control: what the current observation alone gives away needs no memory.
 """
 
@@ -218,17 +218,16 @@ def probe_records(
             x[offset : offset + len(features), e] = torch.as_tensor(features, dtype=torch.float32)
             valid[offset : offset + len(features), e] = True
         correct = torch.zeros(n_steps)
-        chance = torch.zeros(n_steps)
         for f in range(folds):
             fit, test = valid & (fold != f), valid & (fold == f)
             z = _standardise(x, fit)
             w, b = fit_softmax(z, labels, fit, len(classes), l2)
             predicted = (z @ w + b[:, None]).argmax(-1)  # (S, E)
             correct += ((predicted == labels) & test).sum(1)
-            counts = torch.stack([((labels == c) & fit).sum(1) for c in range(len(classes))])
-            majority = counts.argmax(0)  # (S,)
-            chance += ((labels[None] == majority[:, None]) & test).sum(1)
         n = valid.sum(1)
+        # chance: always answering the most common value of the episodes scored at the step
+        chance = torch.stack([((labels == c) & valid).sum(1) for c in range(len(classes))])
+        chance = chance.max(0).values
         for s in range(n_steps):
             if n[s] >= MIN_EPISODES:
                 rows.append({
