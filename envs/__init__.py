@@ -14,11 +14,15 @@ Importing ``txrl.envs`` registers these Gymnasium ids (:func:`register_envs`, id
   observations; needs ``pip install txrl[popgym]`` (:mod:`txrl.envs.popgym_adapter`).
 
 All of them set ``info["is_success"]`` at the end of an episode (POPGym: where the task
-defines a success). Nothing here imports torch or Stable-Baselines3.
+defines a success), and take ``render_mode``: ``None`` or a mode of the env's
+``metadata["render_modes"]``; any other mode fails with an error listing the valid ones,
+which Stable-Baselines3's ``make_vec_env`` understands (it asks for ``"rgb_array"`` and makes
+a task that draws nothing without it). Nothing here imports torch or Stable-Baselines3.
 
 In a process that has not imported txrl (SB3 ``SubprocVecEnv`` workers under ``spawn`` or
-``forkserver``), use ``gym.make("txrl.envs:txrl/TMaze-v0", length=50)`` or the picklable
-factories of :func:`make_env_fn`.
+``forkserver``), use ``gym.make("txrl.envs:txrl/TMaze-v0", length=50)``, e.g.
+``make_vec_env("txrl.envs:txrl/TMaze-v0", n_envs=8, vec_env_cls=SubprocVecEnv)``, or the
+picklable factories of :func:`make_env_fn`.
 """
 
 from .delayed_recall import DelayedRecallEnv
