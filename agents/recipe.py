@@ -9,12 +9,12 @@ a comparison between them measures the learner or the memory model and nothing e
 What it wires together, all from ``txrl``:
 
 * **env**: ``config.env.id`` in an SB3 VecEnv of ``env.n_envs`` envs, restored exactly when
-  resuming (:meth:`txrl.train.Run.envs`), and separate eval envs;
+  resuming (:meth:`txrl.rundir.Run.envs`), and separate eval envs;
 * **policy**: the learner's policy for ``config.policy`` (``Learner.policy``): features ->
   memory backbone -> actor and critic heads;
 * **learner**: the algorithm with the config's learner section as its settings;
 * **logging**: TensorBoard, periodic evaluation, progress and atomic checkpoints
-  (:class:`txrl.train.Run`).
+  (:class:`txrl.rundir.Run`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from txrl.config import TrainConfig
 from txrl.learners import get_learner
-from txrl.train import Run, TrainResult, make_eval_env
+from txrl.run_envs import make_eval_env
+from txrl.rundir import Run, TrainResult
 
 
 def make_learner(config: TrainConfig, env: VecEnv) -> BaseAlgorithm:

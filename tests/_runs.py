@@ -1,9 +1,14 @@
-"""A training config small enough for the CLI tests (seconds per run)."""
+"""A training config small enough for the CLI tests (seconds per run), and helpers that
+train it through ``txrl train`` and leave it as a killed run."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import yaml
+
+from txrl import cli
 
 #: A short passive T-maze and a one-layer GTrXL of width 16.
 TINY: dict[str, Any] = {
@@ -21,6 +26,20 @@ TINY: dict[str, Any] = {
 def tiny(**changes: Any) -> dict[str, Any]:
     """:data:`TINY` with whole top-level keys replaced."""
     return {**TINY, **changes}
+
+
+def write_config(path: Path, **changes: Any) -> Path:
+    """A config file of :data:`TINY` with whole top-level keys replaced."""
+    path.write_text(yaml.safe_dump(tiny(**changes)))
+    return path
+
+
+def train_tiny(tmp_path: Path, name: str = "run", **changes: Any) -> Path:
+    """Train :func:`write_config`'s run with ``txrl train`` in ``tmp_path / name``."""
+    run_dir = tmp_path / name
+    config = write_config(tmp_path / f"{name}.yaml", **changes)
+    assert cli.main(["train", str(config), "--run-dir", str(run_dir)]) == 0
+    return run_dir
 
 
 def crash_after(run_dir: Path, step: int) -> None:

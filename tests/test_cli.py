@@ -22,20 +22,15 @@ import yaml
 import txrl.envs  # noqa: F401 - registers the tasks
 from tests._runs import crash_after, tiny
 from txrl import MemoryPPO, cli
-from txrl.config import TrainConfig
-from txrl.train import (
+from txrl.checkpoint import (
     BEST_CHECKPOINT,
     CHECKPOINT_DIR,
-    EVAL_LOG,
     FINAL_CHECKPOINT,
-    RESUME_LOG,
-    TB_DIR,
-    Run,
     latest_checkpoint,
-    read_eval_log,
     read_resume_state,
-    read_run_config,
 )
+from txrl.config import read_run_config
+from txrl.rundir import EVAL_LOG, RESUME_LOG, TB_DIR, Run, read_eval_log
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -228,44 +223,6 @@ def test_a_run_stops_once_its_evaluations_reach_eval_stop_at(
     assert cli.main(["train", str(never), "--run-dir", str(tmp_path / "never")]) == 0
     log = read_eval_log(tmp_path / "never" / EVAL_LOG)
     assert log[-1]["timesteps"] == TINY["budget"]
-
-
-def tiny_config(**changes: Any) -> TrainConfig:
-    return TrainConfig.from_dict({**TINY, **changes})
-
-
-def test_best_checkpoint_scores_and_ties(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = Run.open(tiny_config(), tmp_path / "run")
-    model = MemoryPPO(
-        "MlpGTrXLPolicy", "txrl/TMazePassive-v0", n_steps=16, batch_size=16, segment_length=8
-    )
-    best = run.run_dir / CHECKPOINT_DIR / BEST_CHECKPOINT
-    assert run.update_best(model, {"success_rate": 0.25, "mean_return": -1.0})
-    assert not run.update_best(model, {"success_rate": 0.25, "mean_return": 5.0})  # a tie
-    assert run.update_best(model, {"success_rate": 0.5, "mean_return": -2.0})
-    assert run.best_score == 0.5 and best.exists()
-    # On resume from an earlier step, a best.zip saved after it goes, with its log entries.
-    model.num_timesteps = 96
-    assert run.update_best(model, {"success_rate": 0.75, "mean_return": 0.0})
-    run.forget_best_after(96, [{"success_rate": 0.75, "mean_return": 0.0}])
-    assert best.exists() and run.best_score == 0.75
-    run.forget_best_after(64, [{"success_rate": 0.5, "mean_return": 0.0}])
-    assert not best.exists() and run.best_score == 0.5
-    run.forget_best_after(-1, [])
-    assert run.best_score is None
-    # Without a success rate, the mean return scores.
-    plain = Run.open(tiny_config(), tmp_path / "plain")
-    assert plain.update_best(model, {"success_rate": None, "mean_return": -3.0})
-    assert plain.update_best(model, {"success_rate": None, "mean_return": 2.0})
-    assert plain.best_score == 2.0
-    # eval.save_best: false writes none, and `txrl eval --best` says why there is none.
-    off = Run.open(tiny_config(eval={**TINY["eval"], "save_best": False}), tmp_path / "off")
-    assert not off.update_best(model, {"success_rate": 1.0, "mean_return": 1.0})
-    assert not (off.run_dir / CHECKPOINT_DIR).exists()
-    assert cli.main(["eval", str(off.run_dir), "--best"]) == 1
-    assert "has no checkpoints/best.zip" in capsys.readouterr().err
 
 
 def test_argument_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,51 +1,28 @@
 """What a new user hits on the command line: corrupt checkpoints, demo options, empty or
-unusable configs, switching backbone or learner, extending a finished run, a fast ``--help``,
-progress without a terminal, and TensorBoard steps that stay single-valued."""
+unusable configs, switching backbone or learner, extending a finished run and a fast
+``--help``."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import pytest
 import torch
-import yaml
-from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-from tests._runs import TINY, crash_after
+from tests._runs import TINY, train_tiny, write_config
 from txrl import MemoryPPO, cli
-from txrl.config import ConfigError, load_train_config, resolve
+from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.config import ConfigError, load_train_config, read_run_config, resolve
 from txrl.envs import TMazeEnv
-from txrl.train import (
-    CHECKPOINT_DIR,
-    EVAL_LOG,
-    FINAL_CHECKPOINT,
-    LOCK_FILE,
-    RESUME_LOG,
-    TB_DIR,
-    read_run_config,
-)
+from txrl.rundir import EVAL_LOG, LOCK_FILE, RESUME_LOG
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
-
-
-def write_config(path: Path, **changes: Any) -> Path:
-    path.write_text(yaml.safe_dump({**TINY, **changes}))
-    return path
-
-
-def train_tiny(tmp_path: Path, name: str = "run", **changes: Any) -> Path:
-    run_dir = tmp_path / name
-    config = write_config(tmp_path / f"{name}.yaml", **changes)
-    assert cli.main(["train", str(config), "--run-dir", str(run_dir)]) == 0
-    return run_dir
 
 
 def exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -300,114 +277,3 @@ def test_help_and_config_errors_do_not_import_torch(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "budget must be an integer >= 1" in result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False False"
-
-
-# ---------------------------------------------------------------------------- progress
-
-
-def test_progress_lines_without_a_terminal(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    runtime = {"progress_bar": True, "progress_every": 0.001, "torch_threads": 1}
-    train_tiny(tmp_path, runtime=runtime)
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
-    assert lines[0].startswith("step 0/128 (0%)")
-    assert len(lines) >= 4
-    assert lines[-1].startswith("step 128/128 (100%)") and "steps/s" in lines[-1]
-    assert "eval at 64: success" in lines[-1]
-
-
-def test_resumed_progress_bar_counts_the_whole_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    run_dir = train_tiny(tmp_path)
-    (run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).unlink()
-    (run_dir / CHECKPOINT_DIR / "step_000000096.zip").unlink()
-    capsys.readouterr()
-    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    argv = ["train", "--resume", str(run_dir), "--set", "runtime.progress_bar=true"]
-    assert cli.main(argv) == 0
-    err = capsys.readouterr().err
-    assert "128/128" in err and "64/64" not in err  # total: the run's, not the session's
-
-
-# ---------------------------------------------------------------------------- tensorboard
-
-
-def creation_order(path: Path) -> tuple[int, int]:
-    """Sort key of an event file ``events.out.tfevents.<seconds>.<host>.<pid>.<n>``: the
-    second it was opened, then the writer's counter in its process. Plain name order puts
-    ``...<pid>.10`` before ``...<pid>.9``, which two files opened in the same second by one
-    process (this test's two sessions) can have, depending on what ran before them."""
-    name = path.name
-    return int(name.split(".")[3]), int(name.rsplit(".", 1)[1])
-
-
-def test_event_files_are_read_in_creation_order() -> None:
-    same_second = [Path(f"events.out.tfevents.1700000000.host.name.42.{n}") for n in (10, 9)]
-    assert [p.name[-2:] for p in sorted(same_second, key=creation_order)] == [".9", "10"]
-
-
-def scalar_steps(tb_dir: Path) -> dict[str, list[int]]:
-    """Steps of every scalar tag, file by file in the order the files were written."""
-    steps: dict[str, list[int]] = {}
-    for path in sorted(tb_dir.glob("events.out.tfevents.*"), key=creation_order):
-        for event in EventFileLoader(str(path)).Load():
-            for value in event.summary.value:
-                steps.setdefault(value.tag, []).append(event.step)
-    return steps
-
-
-def test_tensorboard_steps_are_single_valued_and_increasing_across_a_resume(
-    tmp_path: Path,
-) -> None:
-    straight = train_tiny(tmp_path, "straight", budget=192)
-    resumed = tmp_path / "resumed"
-    shutil.copytree(straight, resumed)
-    # As if killed at step 112: checkpoints up to 96, events up to 112 already written.
-    crash_after(resumed, 96)
-    assert cli.main(["train", "--resume", str(resumed)]) == 0
-
-    for run_dir in (straight, resumed):
-        steps = scalar_steps(run_dir / TB_DIR)
-        assert {"train/loss", "eval/success_rate", "rollout/ep_rew_mean"} <= set(steps)
-        for tag, values in steps.items():
-            assert values == sorted(set(values)), (run_dir.name, tag, values)
-    # The same points as the straight run, but for the learner values of the update just
-    # before the checkpoint (logged at the next rollout's end, 128, by the killed session).
-    straight_loss = scalar_steps(straight / TB_DIR)["train/loss"]
-    assert scalar_steps(resumed / TB_DIR)["train/loss"] == [s for s in straight_loss if s != 128]
-    assert scalar_steps(resumed / TB_DIR)["eval/success_rate"] == [0, 64, 128, 192]
-
-
-def test_a_resumed_run_keeps_counting_wall_clock_from_an_older_checkpoint(tmp_path: Path) -> None:
-    """A checkpoint written before checkpoints kept the run's clock: the resumed run's clock
-    goes on from the last evaluation before it, so eval.jsonl's wall_time_s never goes back."""
-    import pickle
-    import zipfile
-
-    from txrl.checkpoint import RESUME_MEMBER
-
-    run_dir = train_tiny(tmp_path, budget=128)
-    crash_after(run_dir, 64)
-    path = run_dir / CHECKPOINT_DIR / "step_000000064.zip"
-    with zipfile.ZipFile(path) as archive:
-        members = {name: archive.read(name) for name in archive.namelist()}
-    state = pickle.loads(members[RESUME_MEMBER])
-    del state.__dict__["wall_time_s"]  # as an older txrl wrote it
-    members[RESUME_MEMBER] = pickle.dumps(state)
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-
-    # a clock far from this session's, to tell "went on from it" from "started again"
-    log = [json.loads(line) for line in (run_dir / EVAL_LOG).read_text().splitlines()]
-    log[1]["wall_time_s"] = 1000.0
-    (run_dir / EVAL_LOG).write_text("".join(json.dumps(e) + "\n" for e in log))
-
-    began = time.monotonic()
-    assert cli.main(["train", "--resume", str(run_dir)]) == 0
-    took = time.monotonic() - began
-    log = [json.loads(line) for line in (run_dir / EVAL_LOG).read_text().splitlines()]
-    assert [e["timesteps"] for e in log] == [0, 64, 128]
-    assert 1000.0 <= log[-1]["wall_time_s"] <= 1000.0 + took

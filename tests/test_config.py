@@ -285,7 +285,7 @@ def _escape(text: str) -> str:
 
 def test_previous_action_reward_wraps_the_envs() -> None:
     from txrl.config import load_train_config
-    from txrl.train import make_train_env
+    from txrl.run_envs import make_train_env
 
     config = load_train_config(
         ROOT / "configs" / "quickstart.yaml",

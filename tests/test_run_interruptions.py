@@ -18,9 +18,11 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 import txrl.checkpoint
 from tests._runs import tiny
 from txrl import cli
+from txrl.callbacks import BetweenRollouts
+from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.config import TrainConfig, load_train_config
 from txrl.sb3.common import MemoryOnPolicyAlgorithm
-from txrl.train import CHECKPOINT_DIR, FINAL_CHECKPOINT, BetweenRollouts, warn_short_budget
+from txrl.train import warn_short_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 # Two envs of 16 steps: a rollout is 32 steps; checkpoints at 32 and 64.

@@ -38,7 +38,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecNormalize
 
 from txrl.config import TrainConfig, dump_yaml
-from txrl.errors import RunError
+from txrl.errors import RunError, print_warning
 
 CHECKPOINT_DIR = "checkpoints"
 FINAL_CHECKPOINT = "final.zip"
@@ -94,7 +94,7 @@ def _fsync_dir(directory: Path) -> None:
 
 @dataclass
 class ResumeState:
-    """What a checkpoint holds besides SB3's model archive (see :mod:`txrl.train`)."""
+    """What a checkpoint holds besides SB3's model archive (see :mod:`txrl.rundir`)."""
 
     num_timesteps: int
     last_obs: Any  # np.ndarray or dict of them, as the learner last saw them
@@ -281,6 +281,41 @@ def newest_readable_checkpoint(
 
 def is_finished(run_dir: Path) -> bool:
     return (Path(run_dir) / CHECKPOINT_DIR / FINAL_CHECKPOINT).exists()
+
+
+def resolve_checkpoint(target: str | Path, *, best: bool = False) -> Path:
+    """A checkpoint file as given, or a run directory's newest readable checkpoint (the final
+    one when the run finished; a warning on stderr says when it is not); an unreadable newer
+    one is named on stderr and skipped.
+    ``best``: the run directory's ``checkpoints/best.zip`` (its best evaluation so far)."""
+    path = Path(target)
+    if best:
+        if not path.is_dir():
+            raise RunError(f"--best needs a run directory, got {path}")
+        found = path / CHECKPOINT_DIR / BEST_CHECKPOINT
+        if not found.is_file():
+            raise RunError(
+                f"{path} has no {CHECKPOINT_DIR}/{BEST_CHECKPOINT}: it is written at the run's "
+                "periodic evaluations when eval.save_best is true (the default)"
+            )
+        return found
+    if path.is_dir():
+        found = newest_readable_checkpoint(path, set_aside=False, warn=print_warning)
+        if found is None:
+            raise RunError(
+                f"{path} holds no readable checkpoint (looked in {path / 'checkpoints'})"
+            )
+        checkpoint, state = found
+        if checkpoint.name != FINAL_CHECKPOINT:
+            print_warning(
+                f"{path} is not finished (no {CHECKPOINT_DIR}/{FINAL_CHECKPOINT}): "
+                f"evaluating its newest checkpoint, {checkpoint.name} at step "
+                f"{state.num_timesteps}; `txrl train --resume {path}` finishes it"
+            )
+        return checkpoint
+    if path.is_file():
+        return path
+    raise RunError(f"{path} is neither a run directory nor a checkpoint file")
 
 
 def import_dynamo_without_litter() -> None:

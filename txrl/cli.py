@@ -88,7 +88,8 @@ def _train(args: argparse.Namespace) -> int:
         run_dir = Path(args.run_dir) if args.run_dir is not None else None
 
     from txrl.config import resolve
-    from txrl.train import TB_DIR, default_run_dir, train
+    from txrl.rundir import TB_DIR, default_run_dir
+    from txrl.train import train
 
     config = resolve(config)
     run_dir = run_dir or default_run_dir(config)

@@ -1,11 +1,13 @@
-"""The errors txrl's command line turns into messages: light to import (no torch).
+"""The errors txrl's command line turns into messages, and its warnings: light to import
+(no torch).
 
 ``txrl`` checks what it is given before it imports torch, so these live apart from the
-modules that raise them most (:mod:`txrl.config`, :mod:`txrl.train`).
+modules that raise them most (:mod:`txrl.config`, :mod:`txrl.rundir`, :mod:`txrl.train`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 
@@ -39,3 +41,9 @@ class TrainingDiverged(RunError):
 class TrainingInterrupted(RunError):
     """Training was stopped by the user (Ctrl-C, SIGINT); the message says where the run got
     to, its newest checkpoint and the command that resumes it (``txrl train`` exits 130)."""
+
+
+def print_warning(message: str) -> None:
+    """One line on stderr, ``warning: <message>``: a problem that does not stop the command
+    (a checkpoint set aside, a budget below one rollout)."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)

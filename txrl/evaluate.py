@@ -26,6 +26,13 @@ import numpy as np
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv
 
+from txrl.checkpoint import (
+    import_dynamo_without_litter,
+    read_checkpoint_config,
+    read_resume_state,
+    resolve_checkpoint,
+)
+
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
 
@@ -173,57 +180,9 @@ __all__ = [
     "iqm",
     "load_checkpoint_model",
     "make_checkpoint_eval_env",
-    "resolve_checkpoint",
     "wilson_interval",
 ]
-
-
-def resolve_checkpoint(target: str | Path, *, best: bool = False) -> Path:
-    """A checkpoint file as given, or a run directory's newest readable checkpoint (the final
-    one when the run finished; a warning on stderr says when it is not); an unreadable newer
-    one is named on stderr and skipped.
-    ``best``: the run directory's ``checkpoints/best.zip`` (its best evaluation so far)."""
-    import sys
-
-    from txrl.checkpoint import (
-        BEST_CHECKPOINT,
-        CHECKPOINT_DIR,
-        FINAL_CHECKPOINT,
-        newest_readable_checkpoint,
-    )
-    from txrl.errors import RunError
-
-    path = Path(target)
-    if best:
-        if not path.is_dir():
-            raise RunError(f"--best needs a run directory, got {path}")
-        found = path / CHECKPOINT_DIR / BEST_CHECKPOINT
-        if not found.is_file():
-            raise RunError(
-                f"{path} has no {CHECKPOINT_DIR}/{BEST_CHECKPOINT}: it is written at the run's "
-                "periodic evaluations when eval.save_best is true (the default)"
-            )
-        return found
-    if path.is_dir():
-        found = newest_readable_checkpoint(
-            path, set_aside=False, warn=lambda m: print(f"warning: {m}", file=sys.stderr)
-        )
-        if found is None:
-            raise RunError(
-                f"{path} holds no readable checkpoint (looked in {path / 'checkpoints'})"
-            )
-        checkpoint, state = found
-        if checkpoint.name != FINAL_CHECKPOINT:
-            print(
-                f"warning: {path} is not finished (no {CHECKPOINT_DIR}/{FINAL_CHECKPOINT}): "
-                f"evaluating its newest checkpoint, {checkpoint.name} at step "
-                f"{state.num_timesteps}; `txrl train --resume {path}` finishes it",
-                file=sys.stderr,
-            )
-        return checkpoint
-    if path.is_file():
-        return path
-    raise RunError(f"{path} is neither a run directory nor a checkpoint file")
+__all__ += ["resolve_checkpoint"]  # re-exported for importers
 
 
 def load_checkpoint_model(checkpoint: Path, config: TrainConfig) -> BaseAlgorithm:
@@ -240,7 +199,6 @@ def make_checkpoint_eval_env(
     normalisation statistics frozen at the checkpoint's values when training used them."""
     import pickle
 
-    from txrl.checkpoint import read_resume_state
     from txrl.run_envs import make_eval_env
 
     env = make_eval_env(config, episodes=episodes, seed=seed)
@@ -265,8 +223,6 @@ def evaluate_checkpoint(
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
     eval seeds used during training. Returns :meth:`EvalResult.summary` plus where from.
     """
-    from txrl.checkpoint import import_dynamo_without_litter, read_checkpoint_config
-
     import_dynamo_without_litter()  # loading builds an optimizer (see its doc)
     checkpoint = resolve_checkpoint(target, best=best)
     config = read_checkpoint_config(checkpoint)

@@ -1,6 +1,6 @@
 """The envs of a run: training envs (optionally normalised), eval envs, restored envs.
 
-Used by training (:mod:`txrl.train`) and by evaluating a checkpoint
+Used by training (:mod:`txrl.rundir`) and by evaluating a checkpoint
 (:func:`txrl.evaluate.evaluate_checkpoint`), which therefore do not import each other.
 Every env is wrapped in SB3's ``Monitor`` (episode returns and lengths) and seeded
 ``seed, seed + 1, ...``; eval envs use seeds disjoint from the training envs'.

@@ -184,7 +184,7 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-#: The resolved config in a run directory (see :mod:`txrl.train`).
+#: The resolved config in a run directory (see :mod:`txrl.rundir`).
 CONFIG_FILE = "config.yaml"
 
 

@@ -1,0 +1,39 @@
+"""The callbacks of a run (:mod:`txrl.callbacks`): progress over the run's whole budget,
+as lines without a terminal and as a bar that a resume starts where the run was."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests._runs import train_tiny
+from txrl import cli
+from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+
+
+def test_progress_lines_without_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime = {"progress_bar": True, "progress_every": 0.001, "torch_threads": 1}
+    train_tiny(tmp_path, runtime=runtime)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
+    assert lines[0].startswith("step 0/128 (0%)")
+    assert len(lines) >= 4
+    assert lines[-1].startswith("step 128/128 (100%)") and "steps/s" in lines[-1]
+    assert "eval at 64: success" in lines[-1]
+
+
+def test_resumed_progress_bar_counts_the_whole_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = train_tiny(tmp_path)
+    (run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).unlink()
+    (run_dir / CHECKPOINT_DIR / "step_000000096.zip").unlink()
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    argv = ["train", "--resume", str(run_dir), "--set", "runtime.progress_bar=true"]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "128/128" in err and "64/64" not in err  # total: the run's, not the session's

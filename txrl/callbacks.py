@@ -1,0 +1,116 @@
+"""The SB3 callbacks of a training run: when to evaluate and checkpoint, and progress.
+
+Both count env steps over the run's whole budget, not calls since their own start, so their
+schedules and totals survive a resume (see :mod:`txrl.rundir`). :meth:`txrl.rundir.Run.callbacks`
+builds them for the run's learner.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import TYPE_CHECKING, Any, TextIO
+
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import VecEnv
+
+if TYPE_CHECKING:
+    from txrl.rundir import Run
+
+
+class BetweenRollouts(BaseCallback):
+    """Evaluates and checkpoints at rollout starts, on schedules of env steps.
+
+    SB3's ``EvalCallback`` and ``CheckpointCallback`` count calls since their own start, so
+    their schedules shift when a run resumes; these schedules are multiples of env steps
+    and survive a resume. A rollout start is the one point where a checkpoint is consistent.
+    """
+
+    def __init__(self, run: Run, eval_env: VecEnv) -> None:
+        super().__init__()
+        self.run = run
+        self.eval_env = eval_env
+
+    def _on_rollout_start(self) -> None:
+        step = int(self.model.num_timesteps)
+        if self.run.eval_due(step):
+            self.run.evaluate(self.model, self.eval_env)
+        if self.run.checkpoint_due(step):
+            self.run.save_periodic(self.model)
+
+    def _on_step(self) -> bool:
+        return not self.run.target_reached  # False ends learn() (eval.stop_at)
+
+
+class Progress(BaseCallback):
+    """Progress over the run's whole budget, counted from step 0 even after a resume.
+
+    On a terminal: a bar (tqdm) that starts at the step the session resumed from. Otherwise
+    (output to a file, as on a cluster): a line every ``runtime.progress_every`` seconds with
+    the step, the steps per second of this session and the latest evaluation.
+    """
+
+    def __init__(self, run: Run, stream: TextIO | None = None) -> None:
+        super().__init__()
+        self.run = run
+        self.stream = stream
+        self.bar: Any = None
+        self.began = 0.0
+        self.first_step = 0
+        self.last_line = 0.0
+
+    def _on_training_start(self) -> None:
+        stream = self.stream or sys.stdout
+        self.first_step = int(self.model.num_timesteps)
+        self.began = self.last_line = time.monotonic()
+        if stream.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=self.run.config.budget,
+                initial=self.first_step,
+                unit="step",
+                dynamic_ncols=True,
+            )
+        else:
+            self._line()
+
+    def _on_step(self) -> bool:
+        if self.bar is not None:
+            self.bar.update(self.training_env.num_envs)
+        elif time.monotonic() - self.last_line >= self.run.config.runtime.progress_every:
+            self._line()
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            self._line()
+
+    def _line(self) -> None:
+        now = time.monotonic()
+        self.last_line = now
+        step, budget = int(self.model.num_timesteps), self.run.config.budget
+        rate = (step - self.first_step) / max(now - self.began, 1e-9)
+        parts = [f"step {step:,}/{budget:,} ({100 * min(step / budget, 1):.0f}%)"]
+        if step > self.first_step:
+            left = max(budget - step, 0) / rate if rate > 0 else math.inf
+            parts.append(f"{rate:,.0f} steps/s, {_duration(left)} left")
+        entries = self.run.eval_log.read()
+        if entries:
+            last = entries[-1]
+            shown = f"return {last['mean_return']:.3f}"
+            if last.get("success_rate") is not None:
+                shown = f"success {last['success_rate']:.3f}, {shown}"
+            parts.append(f"eval at {last['timesteps']:,}: {shown}")
+        print(" | ".join(parts), file=self.stream or sys.stdout, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"

@@ -1,0 +1,600 @@
+"""The run directory of a training run: its layout, periodic evaluation, atomic checkpoints,
+resume, the finished record and the lock that keeps one process in it.
+
+A :class:`Run` is one training session in its directory; the agent recipe
+(:mod:`txrl.agents.recipe`) opens one and wires it to its learner, and ``txrl train`` and
+``txrl compare`` call the recipe through :func:`txrl.train.train`. Its SB3 callbacks (when
+to evaluate and checkpoint, progress) are :mod:`txrl.callbacks`'.
+
+Run directory::
+
+    RUN_DIR/
+      config.yaml                    the resolved config (every default filled in)
+      eval.jsonl                     one JSON line per evaluation (timesteps, success, return, CIs)
+      resumes.jsonl                  one line per resume: from which step, envs exact or restarted
+      tb/                            TensorBoard events (SB3 logger): rollout/, train/, eval/, time/
+      checkpoints/step_<T>.zip       periodic checkpoints at env step T (the last ``keep``)
+      checkpoints/best.zip           the model of the best evaluation so far (``eval.save_best``)
+      checkpoints/final.zip          written last: the run is finished
+      finished.json                  and what it finished at (step, budget, clock), the mark
+                                     of a finished run that survives copying the record
+                                     without its checkpoints (``txrl compare`` reads it)
+
+A checkpoint is one zip file, written atomically between rollouts, where the learner's
+state is consistent (the previous update done, the next rollout not begun); its format is
+:mod:`txrl.checkpoint`'s.
+
+What resume restores (``txrl train --resume RUN_DIR``) from the last checkpoint:
+
+* exactly: the weights, the optimizer state, the step, update and episode counters and
+  SB3's episode-info buffers (SB3's archive); the python, numpy and torch RNG states;
+  ``VecNormalize`` statistics; each env's live memory (``model.get_memory()``) and the
+  last observations and episode-start flags;
+* the environments: with ``env.vec_env: dummy`` (the default) the envs live in the
+  training process and are pickled into the checkpoint (their internal state and RNG), so
+  the in-flight episodes continue exactly where they were, with their memory. Envs that
+  cannot be pickled, and ``subproc`` envs, are rebuilt instead: re-seeded with
+  ``seed + T``, their in-flight episodes restart (the restored memory is then cleared by
+  the episode starts, as it must be) and training continues from there. ``resumes.jsonl``
+  says which happened.
+
+What it cannot restore: work after the last checkpoint is redone (up to
+``checkpoint.every`` steps). The eval log is cut back to the checkpoint and so are the
+TensorBoard files (their events after the checkpoint's step are dropped), so both hold each
+step once, in order (a ``best.zip`` from after the checkpoint goes too: the evaluation it
+won is no longer in the log), and the resumed run's points continue them in the same ``tb/``
+directory (the ``train/`` values of the update just before the checkpoint, which SB3 logs
+with the next rollout, are the one point missing). A checkpoint that cannot be read (a truncated copy) is named, set aside as
+``<name>.corrupt`` and the newest readable one used (:mod:`txrl.checkpoint`).
+With dummy envs and deterministic torch kernels (CPU), a resumed run reproduces the
+uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C ends a run with one line: the
+step it reached, its newest checkpoint and the command that resumes it.
+
+A larger budget (``txrl train --resume RUN_DIR --set budget=N``, also how a finished run is
+extended) changes one thing besides the length: ``lin_<x>`` schedules (learning rate, clip
+range, ...) are functions of the budget, ``x * (1 - step / budget)`` (SB3's progress
+remaining), so they are stretched over the new one. At the step the run resumes from they
+stand where a run of the new budget would stand there and fall to 0 at its end: a run that
+finished at 2,048 steps (learning rate 0) and is extended to 4,096 goes on at half its
+start. This is chosen over continuing from where the schedule ended, which for a finished
+run is 0 and would train nothing; the resume prints the schedules' values (see
+:func:`schedule_note`). An interrupted run resumed with its own budget continues exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger, configure
+from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
+
+from txrl.callbacks import BetweenRollouts, Progress
+from txrl.checkpoint import (
+    BEST_CHECKPOINT,
+    CHECKPOINT_DIR,
+    FINAL_CHECKPOINT,
+    CheckpointError,
+    ResumeState,
+    atomic_write,
+    find_vec_normalize,
+    is_finished,
+    latest_checkpoint,
+    newest_readable_checkpoint,
+    periodic_checkpoints,
+    periodic_path,
+    read_resume_state,
+    restore_rng,
+    save_checkpoint,
+)
+from txrl.config import (
+    CONFIG_FILE,
+    TrainConfig,
+    check_resume_changes,
+    dump_yaml,
+    read_run_config,
+)
+from txrl.errors import RunError, TrainingInterrupted, print_warning
+from txrl.evaluate import EvalResult, evaluate
+from txrl.run_envs import EVAL_SEED_OFFSET, make_train_env, restore_envs
+
+EVAL_LOG = "eval.jsonl"
+RESUME_LOG = "resumes.jsonl"
+TB_DIR = "tb"
+FINISHED_RECORD = "finished.json"
+# A fresh run never overwrites these; a directory with only config.yaml never started.
+RUN_FILES = (EVAL_LOG, TB_DIR, CHECKPOINT_DIR)
+
+
+@dataclass
+class TrainResult:
+    """What a finished training run returns: :meth:`Run.finish` makes it, the recipe and
+    :func:`txrl.train.train` return it."""
+
+    run_dir: Path
+    timesteps: int
+    final_eval: dict[str, Any]  # EvalResult.summary() at the final step
+    checkpoint: Path  # the final checkpoint
+    resumed_from: int | None = None  # step of the checkpoint this session started from
+    wall_time_s: float = 0.0
+    stopped_at_target: bool = False  # ended by eval.stop_at before the budget was spent
+
+
+@dataclass
+class EvalLog:
+    """``eval.jsonl``: appended and fsynced per evaluation; cut back to a checkpoint on resume."""
+
+    path: Path
+
+    def read(self) -> list[dict[str, Any]]:
+        return read_eval_log(self.path)
+
+    def append(self, entry: dict[str, Any]) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def truncate(self, timesteps: int) -> None:
+        kept = [e for e in self.read() if e["timesteps"] <= timesteps]
+        atomic_write(self.path, "".join(json.dumps(e) + "\n" for e in kept).encode())
+
+
+def read_eval_log(path: Path) -> list[dict[str, Any]]:
+    """The entries of an eval log; a line cut short by a crash is skipped."""
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and "timesteps" in entry:
+                entries.append(entry)
+    return entries
+
+
+@dataclass
+class Run:
+    """One run directory and the bookkeeping of a training session in it."""
+
+    config: TrainConfig
+    run_dir: Path
+    checkpoint: Path | None = None  # the checkpoint this session resumes from
+    resume_state: ResumeState | None = None
+    last_eval: int | None = None  # step of the last evaluation in the log
+    last_checkpoint: int = 0
+    exact_envs: bool = False  # resumed with the checkpointed envs (not restarted ones)
+    best_score: float | None = None  # the best evaluation's score so far (see eval_score)
+    target_reached: bool = False  # eval.stop_at met: learn() ends at the next env step
+    started: float = field(default_factory=time.monotonic)
+    eval_log: EvalLog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.eval_log = EvalLog(self.run_dir / EVAL_LOG)
+
+    @classmethod
+    def open(
+        cls,
+        config: TrainConfig,
+        run_dir: str | Path | None = None,
+        *,
+        resume: bool = False,
+        warn: Callable[[str], None] | None = None,
+    ) -> Run:
+        """Create a fresh run directory, or reopen one to resume (see :func:`txrl.train.train`).
+
+        A resumed run may be given a config that differs from its own in the keys of
+        :data:`txrl.config.RESUME_KEYS` (a larger budget continues a finished run). An
+        unreadable checkpoint is reported through ``warn``, set aside, and the newest
+        readable one used instead.
+        """
+        warn = warn or print_warning
+        if config.runtime.torch_threads is not None:
+            torch.set_num_threads(config.runtime.torch_threads)
+        run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config)
+        if not resume:
+            if any((run_dir / name).exists() for name in RUN_FILES):
+                raise RunError(
+                    f"{run_dir} already holds a run; "
+                    f"resume it with `txrl train --resume {run_dir}` or choose another --run-dir"
+                )
+            run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write(run_dir / CONFIG_FILE, dump_yaml(config.to_dict()).encode())
+            return cls(config, run_dir)
+        stored = read_run_config(run_dir)
+        if stored != config:
+            check_resume_changes(stored, config)
+        for stale in [*run_dir.glob(".*.tmp-*"), *run_dir.glob(f"{CHECKPOINT_DIR}/.*.tmp-*")]:
+            stale.unlink()  # a write that a crash cut short; the file it was for is intact
+        run = cls(config, run_dir)
+        had_checkpoints = latest_checkpoint(run_dir) is not None
+        found = newest_readable_checkpoint(run_dir, set_aside=True, warn=warn)
+        if found is None and had_checkpoints:
+            raise RunError(
+                f"no checkpoint of {run_dir} can be read (see the warnings above); nothing was "
+                "changed: restore a checkpoint from a copy, or train anew in another --run-dir"
+            )
+        if found is not None and found[0].name == FINAL_CHECKPOINT:
+            step = found[1].num_timesteps
+            if config.budget <= step:
+                raise RunError(
+                    f"run {run_dir} is already finished at step {step} ({FINAL_CHECKPOINT} exists); "
+                    f"to train it further raise its budget: --set budget=N with N > {step}"
+                )
+            # A larger budget: the final checkpoint becomes the periodic one it continues from.
+            periodic = periodic_path(run_dir, step)
+            os.replace(found[0], periodic)
+            found = (periodic, found[1])
+        (run_dir / FINISHED_RECORD).unlink(missing_ok=True)  # training goes on: not finished
+        if stored != config:
+            atomic_write(run_dir / CONFIG_FILE, dump_yaml(config.to_dict()).encode())
+        if found is not None and stored.budget != config.budget:
+            print(schedule_note(stored, config, found[1].num_timesteps), flush=True)
+        if found is None:
+            # Killed before its first checkpoint: start over in the same directory.
+            run.eval_log.truncate(-1)
+            _clear_dir(run_dir / TB_DIR)
+            run.forget_best_after(-1, [])
+            return run
+        run.checkpoint, run.resume_state = found
+        step = run.resume_state.num_timesteps
+        run.eval_log.truncate(step)
+        # The clock goes on from the checkpoint's; a checkpoint from before it kept one goes
+        # on from its last evaluation's.
+        before = run.eval_log.read()
+        clock = vars(found[1]).get("wall_time_s")
+        if clock is None:
+            clock = before[-1].get("wall_time_s", 0.0) if before else 0.0
+        run.started = time.monotonic() - clock
+        truncate_tensorboard(run_dir / TB_DIR, step)
+        run.last_checkpoint = step
+        done = [e["timesteps"] for e in before]
+        run.last_eval = max(done) if done else None
+        run.forget_best_after(step, before)
+        return run
+
+    # -------------------------------------------------------------- wiring helpers
+
+    def envs(self) -> VecEnv:
+        """The training envs: new ones, or the checkpointed ones when resuming."""
+        if self.resume_state is None:
+            return make_train_env(self.config)
+        env, self.exact_envs = restore_envs(self.config, self.resume_state)
+        return env
+
+    def restore(self, algo: type[BaseAlgorithm], env: VecEnv) -> BaseAlgorithm:
+        """The learner of the checkpoint, with its envs, memory and RNG state in place."""
+        assert self.checkpoint is not None and self.resume_state is not None
+        state = self.resume_state
+        model = algo.load(self.checkpoint, env=env, device=self.config.runtime.device)
+        if self.exact_envs:
+            model._last_obs = state.last_obs
+            model._last_episode_starts = state.last_episode_starts.copy()
+        else:
+            # The envs restarted: new episodes everywhere, memory cleared by the starts.
+            assert model.env is not None
+            model.env.seed(self.config.seed + state.num_timesteps)
+            model._last_obs = model.env.reset()  # type: ignore[assignment]
+            model._last_episode_starts = np.ones(model.env.num_envs, dtype=bool)
+        if state.memory is not None:
+            model.set_memory(state.memory)  # type: ignore[attr-defined]
+        restore_rng(state.rng)  # last: loading re-seeded the global generators
+        note = {"from": state.num_timesteps, "envs": "exact" if self.exact_envs else "restarted"}
+        with open(self.run_dir / RESUME_LOG, "a") as f:
+            f.write(json.dumps({**note, "checkpoint": self.checkpoint.name}) + "\n")
+        return model
+
+    def logger(self) -> Logger:
+        """SB3 logger writing TensorBoard events to ``tb/`` (and tables to stdout if verbose)."""
+        formats = ["tensorboard"] + (["stdout"] if self.config.runtime.verbose >= 1 else [])
+        return configure(str(self.run_dir / TB_DIR), formats)
+
+    def callbacks(self, eval_env: VecEnv) -> list[BaseCallback]:
+        """Evaluation and checkpoints between rollouts; progress over the whole budget."""
+        callbacks: list[BaseCallback] = [BetweenRollouts(self, eval_env)]
+        if self.config.runtime.progress_bar:
+            callbacks.append(Progress(self))
+        return callbacks
+
+    def remaining(self, model: BaseAlgorithm) -> int:
+        """Env steps left in the budget, for ``learn(..., reset_num_timesteps=False)``."""
+        return max(0, self.config.budget - model.num_timesteps)
+
+    # -------------------------------------------------------------- bookkeeping
+
+    def eval_due(self, step: int) -> bool:
+        every = self.config.eval.every
+        return every > 0 and (self.last_eval is None or step // every > self.last_eval // every)
+
+    def checkpoint_due(self, step: int) -> bool:
+        every = self.config.checkpoint.every
+        return every > 0 and step // every > self.last_checkpoint // every
+
+    def evaluate(self, model: BaseAlgorithm, eval_env: VecEnv) -> EvalResult:
+        """Evaluate, log to TensorBoard (``eval/...``) and append to the eval log."""
+        step = int(model.num_timesteps)
+        train_env = model.get_env()
+        if find_vec_normalize(eval_env) is not None and train_env is not None:
+            sync_envs_normalization(train_env, eval_env)
+        # Same seeds at every evaluation: each one plays the same episode set-ups.
+        eval_env.seed(self.config.seed + EVAL_SEED_OFFSET)
+        result = evaluate(
+            model, eval_env, self.config.eval.episodes, deterministic=self.config.eval.deterministic
+        )
+        summary = result.summary()
+        with _only_these_values(model.logger):
+            model.logger.record("eval/mean_reward", summary["mean_return"])
+            model.logger.record("eval/mean_ep_length", summary["mean_length"])
+            if summary["success_rate"] is not None:
+                model.logger.record("eval/success_rate", summary["success_rate"])
+            model.logger.dump(step)
+        self.eval_log.append(
+            {"timesteps": step, **summary, "wall_time_s": round(self.elapsed(), 3)}
+        )
+        self.last_eval = step
+        self.update_best(model, summary)
+        self.target_reached = self.reached_stop_score()
+        return result
+
+    def reached_stop_score(self) -> bool:
+        """Whether the last ``eval.stop_after`` evaluations all scored ``eval.stop_at`` or more."""
+        target, needed = self.config.eval.stop_at, self.config.eval.stop_after
+        if target is None:
+            return False
+        recent = self.eval_log.read()[-needed:]
+        return len(recent) == needed and all(eval_score(e) >= target for e in recent)
+
+    def update_best(self, model: BaseAlgorithm, summary: dict[str, Any]) -> bool:
+        """Save ``best.zip`` if this evaluation's score beats every earlier one of the run
+        (strictly, as SB3's ``EvalCallback``: on a tie the earlier model stays)."""
+        score = eval_score(summary)
+        if not self.config.eval.save_best or (
+            self.best_score is not None and not score > self.best_score
+        ):
+            return False
+        path = self.run_dir / CHECKPOINT_DIR / BEST_CHECKPOINT
+        save_checkpoint(model, path, self.config, self.elapsed())
+        self.best_score = score
+        return True
+
+    def forget_best_after(self, step: int, evals: list[dict[str, Any]]) -> None:
+        """On resume from ``step``: the best score of the evaluations kept in the log, and
+        ``best.zip`` removed if it was saved after ``step`` (or cannot be read), since the
+        evaluation that made it was cut from the log; the resumed run saves it again when
+        it gets there."""
+        scores = [eval_score(e) for e in evals]
+        self.best_score = max(scores) if scores else None
+        path = self.run_dir / CHECKPOINT_DIR / BEST_CHECKPOINT
+        if not path.exists():
+            return
+        try:
+            stale = read_resume_state(path).num_timesteps > step
+        except CheckpointError:
+            stale = True
+        if stale:
+            path.unlink()
+
+    def save_periodic(self, model: BaseAlgorithm) -> Path:
+        step = int(model.num_timesteps)
+        path = self.run_dir / CHECKPOINT_DIR / f"step_{step:09d}.zip"
+        save_checkpoint(model, path, self.config, self.elapsed())
+        self.last_checkpoint = step
+        keep = self.config.checkpoint.keep
+        if keep:
+            for old in periodic_checkpoints(path.parent)[:-keep]:
+                old.unlink(missing_ok=True)
+        return path
+
+    def finish(self, model: BaseAlgorithm, eval_env: VecEnv) -> TrainResult:
+        """Final evaluation (unless one was just made) and the final checkpoint."""
+        step = int(model.num_timesteps)
+        if self.last_eval != step and not self.target_reached:
+            # (a run stopped at eval.stop_at took one env step since its last evaluation,
+            # with the evaluated weights: that evaluation stands as the final one)
+            self.evaluate(model, eval_env)
+        final = self.eval_log.read()[-1]
+        path = self.run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT
+        save_checkpoint(model, path, self.config, self.elapsed())
+        stopped = self.target_reached and step < self.config.budget
+        write_finished_record(
+            self.run_dir,
+            timesteps=step,
+            budget=self.config.budget,
+            stopped_at_target=stopped,
+            wall_time_s=round(self.elapsed(), 3),
+        )
+        eval_env.close()
+        env = model.get_env()
+        if env is not None:
+            env.close()
+        return TrainResult(
+            run_dir=self.run_dir,
+            timesteps=step,
+            final_eval={k: v for k, v in final.items() if k not in ("timesteps", "wall_time_s")},
+            checkpoint=path,
+            resumed_from=self.resume_state.num_timesteps if self.resume_state else None,
+            wall_time_s=self.elapsed(),
+            stopped_at_target=stopped,
+        )
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def interrupted(self, step: int | None) -> TrainingInterrupted:
+        """What Ctrl-C at ``step`` left: the run's newest checkpoint and how to resume."""
+        return interrupted(self.run_dir, step)
+
+
+def interrupted(run_dir: Path, step: int | None) -> TrainingInterrupted:
+    """The error of a run in ``run_dir`` stopped by Ctrl-C at ``step`` (``None``: before its
+    learner ran): the step, its newest checkpoint and how to go on."""
+    if not (run_dir / CONFIG_FILE).exists():
+        return TrainingInterrupted(
+            f"interrupted before {run_dir} was set up; nothing to resume: run the same command again"
+        )
+    reached = f"at step {step:,}" if step is not None else "before training began"
+    newest = latest_checkpoint(run_dir)
+    kept = "no checkpoint saved yet (a resume starts the run over)"
+    if newest is not None:
+        with contextlib.suppress(CheckpointError):
+            kept = f"last checkpoint {newest} (step {read_resume_state(newest).num_timesteps:,})"
+    return TrainingInterrupted(
+        f"interrupted {reached}; {kept}; resume with: txrl train --resume {run_dir}"
+    )
+
+
+def schedule_note(stored: TrainConfig, config: TrainConfig, step: int) -> str:
+    """The line a resume with a new budget prints: the budgets and where the ``lin_``
+    schedules of the learner stand at ``step`` under the new budget (see the module doc)."""
+    note = f"budget {stored.budget:,} -> {config.budget:,}"
+    linear = {
+        f.name: float(value.removeprefix("lin_"))
+        for f in dataclasses.fields(config.learner)
+        if isinstance(value := getattr(config.learner, f.name), str) and value.startswith("lin_")
+    }
+    if not linear:
+        return note
+    now = max(0.0, 1 - step / config.budget)
+    before = max(0.0, 1 - step / stored.budget)
+    values = ", ".join(f"{config.algo}.{k} {v * now:.3g}" for k, v in linear.items())
+    return (
+        f"{note}: lin_ schedules are stretched over the new budget: at step {step:,} they go on "
+        f"from {now:.0%} of their start ({values}; the old budget had them at {before:.0%}) "
+        f"and fall to 0 at step {config.budget:,}"
+    )
+
+
+def write_finished_record(
+    run_dir: str | Path,
+    *,
+    timesteps: int,
+    budget: int,
+    stopped_at_target: bool,
+    wall_time_s: float | None,
+    **note: Any,
+) -> None:
+    """Write ``finished.json``: the step a finished run ended at, its budget, whether
+    ``eval.stop_at`` ended it early, its clock, and any further ``note`` (atomically)."""
+    record = {
+        "timesteps": timesteps,
+        "budget": budget,
+        "stopped_at_target": stopped_at_target,
+        "wall_time_s": wall_time_s,
+        **note,
+    }
+    atomic_write(Path(run_dir) / FINISHED_RECORD, (json.dumps(record) + "\n").encode())
+
+
+def finished_run(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` holds a finished run: its final checkpoint, or (a record of the run
+    copied without its checkpoints, as ``results/`` keeps them) its ``finished.json``."""
+    return is_finished(Path(run_dir)) or (Path(run_dir) / FINISHED_RECORD).exists()
+
+
+def eval_score(summary: dict[str, Any]) -> float:
+    """What makes an evaluation the best: its success rate where the env reports one, else
+    its mean return."""
+    success = summary.get("success_rate")
+    return float(summary["mean_return"] if success is None else success)
+
+
+@contextlib.contextmanager
+def _only_these_values(logger: Logger) -> Any:
+    """Dump only what is recorded inside the block; values recorded before wait for their
+    own dump. An evaluation dumps at a step that the learner's own dump also reaches, so
+    without this its pending ``train/`` values would land on that step twice."""
+    pending = (logger.name_to_value, logger.name_to_count, logger.name_to_excluded)
+    logger.name_to_value, logger.name_to_count = defaultdict(float), defaultdict(int)
+    logger.name_to_excluded = {}
+    try:
+        yield
+    finally:
+        logger.name_to_value, logger.name_to_count, logger.name_to_excluded = pending
+
+
+def truncate_tensorboard(tb_dir: Path, step: int) -> None:
+    """Drop every event after ``step`` from the TensorBoard files of ``tb_dir`` (atomically).
+
+    A resumed run redoes the steps after its checkpoint; without this TensorBoard would hold
+    them twice (and out of order). Events without a step (file headers) are kept.
+    """
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    for path in sorted(tb_dir.glob("events.out.tfevents.*")):
+        kept, dropped = [], 0
+        for record in RawEventFileLoader(str(path)).Load():  # stops at a record cut short
+            event = event_pb2.Event.FromString(record)
+            if event.HasField("summary") and event.step > step:
+                dropped += 1
+            else:
+                kept.append(record)
+        if dropped:
+            buffer = io.BytesIO()
+            writer = RecordWriter(buffer)
+            for record in kept:
+                writer.write(record)
+            atomic_write(path, buffer.getvalue())
+
+
+def _clear_dir(directory: Path) -> None:
+    if directory.exists():
+        for p in sorted(directory.rglob("*"), reverse=True):
+            p.rmdir() if p.is_dir() else p.unlink()
+
+
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Any:
+    """Hold ``run_dir`` for this process while it trains (an exclusive ``flock`` on
+    ``run_dir/.lock``, released when the block ends or the process dies).
+
+    Two processes training one run directory (a compare started twice, a resume while the
+    run still goes) would interleave their checkpoints and logs; the second one is refused
+    instead, with the first one's pid. A directory that does not exist yet is created (a new
+    run); on systems without ``fcntl`` (Windows) nothing is locked.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / LOCK_FILE, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise RunError(
+                f"{run_dir} is being trained by another process (pid {holder}); wait for it to "
+                "end (or stop it) before resuming, or train in another --run-dir"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def default_run_dir(config: TrainConfig) -> Path:
+    return Path("runs") / f"{config.name or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"
