@@ -232,6 +232,40 @@ def test_a_lin_entropy_bonus_decays_in_memory_ppos_loss(monkeypatch: pytest.Monk
     assert per_update == pytest.approx([0.1 * (1 - k / 4) for k in range(1, 5)])
 
 
+def test_memory_ppos_update_settings_read_each_schedule_at_the_progress() -> None:
+    """One typed, immutable PPOUpdate per ``train()``: clip ranges and the entropy bonus
+    read from their schedules at the progress remaining, None for an unset value clip."""
+    import gymnasium as gym
+    from stable_baselines3.common.logger import Logger
+
+    import txrl.envs  # registers the tasks
+    from tests._runs import TINY
+    from txrl.learners import schedule
+    from txrl.sb3.ppo import PPOUpdate
+
+    config = TrainConfig.from_dict(TINY)
+    env = gym.make("txrl/TMazePassive-v0", length=3)
+
+    def update(**kwargs: object) -> PPOUpdate:
+        model = txrl.MemoryPPO(
+            "MlpGTrXLPolicy", env, policy_kwargs=config.policy.policy_kwargs(), **kwargs
+        )
+        model.set_logger(Logger(folder=None, output_formats=[]))
+        model._current_progress_remaining = 0.25
+        return model._update_settings()
+
+    scheduled = update(
+        clip_range=schedule("lin_0.4"),
+        clip_range_vf=schedule("lin_2"),
+        ent_coef=schedule("lin_0.1"),
+    )
+    assert scheduled == pytest.approx(PPOUpdate(clip_range=0.1, clip_range_vf=0.5, ent_coef=0.025))
+    assert isinstance(scheduled, PPOUpdate)
+    assert update(clip_range=0.3, ent_coef=0.01) == PPOUpdate(0.3, None, 0.01)
+    with pytest.raises(AttributeError):
+        scheduled.ent_coef = 1.0  # type: ignore[misc]
+
+
 def test_recurrent_ppo_takes_no_entropy_schedule() -> None:
     """sb3-contrib's RecurrentPPO wants a float: ``lin_`` is MemoryPPO's alone, and refused."""
     with pytest.raises(ConfigError, match=r"recurrent_ppo\.ent_coef must be a number >= 0, got"):

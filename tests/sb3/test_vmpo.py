@@ -12,6 +12,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import VMPO
+from txrl.sb3.vmpo import VMPOUpdate
 
 from .test_learning import BUDGET, learn_until_solved, tmaze
 
@@ -37,11 +38,10 @@ def test_e_step_uses_the_whole_batch() -> None:
         seed=0,
     )
     model.learn(32)
-    context = model._train_context()
-    assert context["advantages"].shape == (16 * 2,)
-    assert np.allclose(
-        context["advantages"].cpu().numpy(), model.rollout_buffer.advantages.flatten()
-    )
+    update = model._update_settings()
+    assert isinstance(update, VMPOUpdate)
+    assert update.advantages.shape == (16 * 2,)
+    assert np.allclose(update.advantages.cpu().numpy(), model.rollout_buffer.advantages.flatten())
     # the threshold logged is that of the whole batch's top half (median of all advantages)
     logged = model.logger.name_to_value["train/top_half_threshold"]
     assert logged == pytest.approx(

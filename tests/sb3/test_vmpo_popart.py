@@ -20,7 +20,7 @@ SETTINGS = {"n_steps": 16, "batch_size": 8, "segment_length": 8, "n_epochs": 2}
 
 def popart_model() -> VMPO:
     model = VMPO("MlpGTrXLPolicy", small_env(), policy_kwargs=TINY, seed=0, **SETTINGS)
-    model.set_logger(Logger(folder=None, output_formats=[]))  # _train_context records stats
+    model.set_logger(Logger(folder=None, output_formats=[]))  # _update_settings records stats
     return model
 
 
@@ -45,9 +45,9 @@ def test_popart_sigma_tracks_a_shifted_return_scale_within_the_stated_learner_st
     returns = (returns - returns.mean()) / returns.std() * 100.0  # exactly mean 0, std 100
     model.rollout_buffer.returns[:] = returns
     for _ in range(rollouts - 1):
-        model._train_context()
+        model._update_settings()
     assert float(head.sigma) < 90.0  # one rollout short: not yet
-    model._train_context()
+    model._update_settings()
     assert 90.0 <= float(head.sigma) <= 100.0
     moved = 1 - (1 - beta) ** (k * rollouts)
     assert math.isclose(float(head.nu), 1 + (1e4 - 1) * moved, rel_tol=1e-3)
@@ -63,7 +63,7 @@ def test_popart_update_in_training_preserves_the_value_outputs() -> None:
     with torch.no_grad():
         before = head(features)
         sigma_before = head.sigma.clone()
-        model._train_context()
+        model._update_settings()
         after = head(features)
     assert not torch.equal(head.sigma, sigma_before)
     assert close(after, before, F32_REL)

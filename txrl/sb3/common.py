@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections import defaultdict
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -31,7 +31,11 @@ from txrl.sb3.graphs import GraphedActing, graphs_apply
 from txrl.sb3.logger import FolderlessLogging
 from txrl.sb3.policies import POLICY_ALIASES, MemoryActorCriticPolicy
 
-SelfMemoryAlgorithm = TypeVar("SelfMemoryAlgorithm", bound="MemoryOnPolicyAlgorithm")
+SelfMemoryAlgorithm = TypeVar("SelfMemoryAlgorithm", bound="MemoryOnPolicyAlgorithm[Any]")
+#: A learner's per-``train()`` settings for its loss (e.g. :class:`txrl.sb3.ppo.PPOUpdate`):
+#: an immutable, typed object built once per update by
+#: :meth:`MemoryOnPolicyAlgorithm._update_settings` and passed to every minibatch's loss.
+UpdateT = TypeVar("UpdateT")
 
 SUPPORTED_OBSERVATION_SPACES = (
     spaces.Box,
@@ -45,8 +49,13 @@ CHECK_FINITE_MODES = ("raise", "warn", "off")
 CheckFinite = Literal["raise", "warn", "off"]
 
 
-class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm):
+class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[UpdateT]):
     """SB3 on-policy algorithm whose policy has memory; subclasses define the loss.
+
+    A learner subclasses ``MemoryOnPolicyAlgorithm[U]`` with ``U`` the type of its
+    per-update settings (a frozen dataclass or NamedTuple): :meth:`_update_settings` builds
+    one ``U`` per ``train()`` (schedules read at the current progress, whole-rollout
+    statistics) and :meth:`_loss` receives it with each minibatch.
 
     :param segment_length: steps per training sequence (S); ``n_steps`` and ``batch_size``
         must be multiples of it. A minibatch holds ``batch_size // segment_length`` segments.
@@ -377,9 +386,10 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm):
             flat_obs, actions, batch.memory, batch.episode_starts, stats=stats
         )
 
-    def _train_context(self) -> dict[str, Any]:
-        """Per-``train()`` constants computed once over the whole rollout (e.g. clip ranges)."""
-        return {}
+    def _update_settings(self) -> UpdateT:
+        """The loss's settings for this ``train()``, built once before its first minibatch
+        (schedules read at the current progress, constants over the whole rollout)."""
+        raise NotImplementedError
 
     def _loss(
         self,
@@ -388,8 +398,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm):
         log_prob: torch.Tensor,
         entropy: torch.Tensor | None,
         distribution: Any,
-        context: dict[str, Any],
+        update: UpdateT,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss of one minibatch and its scalar statistics (logged as their means)."""
         raise NotImplementedError
 
     def _stop_epoch(self, stats: dict[str, torch.Tensor]) -> bool:
@@ -403,7 +414,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm):
         """Minibatches of whole segments, each recomputed from the memory it had while acting."""
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
-        context = self._train_context()
+        update = self._update_settings()
         segments_per_batch = max(1, self.batch_size // self.segment_length)
         logged: dict[str, list[float]] = defaultdict(list)
         diagnostics: dict[str, float] | None = None  # backbone stats, from the first minibatch
@@ -419,7 +430,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm):
                 values, log_prob, entropy, distribution, out = self.evaluate_batch(
                     batch, stats=want_stats
                 )
-                loss, stats = self._loss(batch, values, log_prob, entropy, distribution, context)
+                loss, stats = self._loss(batch, values, log_prob, entropy, distribution, update)
                 for name, aux in out.aux_losses.items():
                     loss = loss + self.aux_loss_coef.get(name, 1.0) * aux
                     stats[f"train/aux/{name}"] = aux.detach()

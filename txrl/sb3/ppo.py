@@ -4,11 +4,22 @@ The rollout, the memory streams and the segment minibatches come from
 :class:`txrl.sb3.common.MemoryOnPolicyAlgorithm`; this module adds only PPO's loss
 (:func:`txrl.rl.ppo_loss.ppo_loss`), its clip-range and entropy-bonus schedules and its KL
 early stop.
+
+The path of a loss setting, ``ent_coef`` for one, from a config to the loss:
+
+1. the YAML's ``ppo: ent_coef: lin_0.01`` is read into
+   :class:`txrl.learners.ppo.MemoryPPOSettings` (``ent_coef``, checked against its type);
+2. ``Learner.settings_kwargs`` passes it to ``MemoryPPO(ent_coef=...)`` (a ``lin_<x>``
+   becoming SB3's linear schedule), kept as SB3's ``self.ent_coef``;
+3. each ``train()`` reads the schedules once, at the current progress, into a
+   :class:`PPOUpdate` (:meth:`MemoryPPO._update_settings`);
+4. each minibatch's :meth:`MemoryPPO._loss` passes ``update.ent_coef`` to
+   :func:`txrl.rl.ppo_loss.ppo_loss`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from stable_baselines3.common.type_aliases import GymEnv, Schedule
@@ -23,7 +34,18 @@ from txrl.sb3.policies import MemoryActorCriticPolicy
 _DEFAULTS = MemoryPPOSettings()  # the constructor's defaults, declared (and documented) there
 
 
-class MemoryPPO(MemoryOnPolicyAlgorithm):
+class PPOUpdate(NamedTuple):
+    """PPO's loss settings for one ``train()``, the schedules read at its progress."""
+
+    clip_range: float
+    """epsilon of the probability ratio's clip."""
+    clip_range_vf: float | None
+    """Clip of the value prediction around its rollout value; None: no clipping."""
+    ent_coef: float
+    """Weight of the entropy bonus."""
+
+
+class MemoryPPO(MemoryOnPolicyAlgorithm[PPOUpdate]):
     """PPO with a memory policy (GTrXL by default), usable like any SB3 algorithm.
 
     >>> model = MemoryPPO("MlpGTrXLPolicy", "txrl/TMazePassive-v0", policy_kwargs=dict(memory_length=32))
@@ -108,7 +130,7 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
         if isinstance(self.ent_coef, float | int) and self.ent_coef < 0:
             raise ValueError(f"ent_coef must be >= 0 or a schedule, got {self.ent_coef}")
 
-    def _train_context(self) -> dict[str, Any]:
+    def _update_settings(self) -> PPOUpdate:
         progress = self._current_progress_remaining
         clip_range = self.clip_range(progress)  # type: ignore[operator]
         clip_range_vf = self.clip_range_vf(progress) if self.clip_range_vf is not None else None  # type: ignore[operator]
@@ -119,7 +141,7 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
             self.logger.record("train/clip_range_vf", clip_range_vf)
         if callable(self.ent_coef):
             self.logger.record("train/ent_coef", ent_coef)
-        return {"clip_range": clip_range, "clip_range_vf": clip_range_vf, "ent_coef": ent_coef}
+        return PPOUpdate(clip_range=clip_range, clip_range_vf=clip_range_vf, ent_coef=ent_coef)
 
     def _loss(
         self,
@@ -128,7 +150,7 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
         log_prob: torch.Tensor,
         entropy: torch.Tensor | None,
         distribution: Any,
-        context: dict[str, Any],
+        update: PPOUpdate,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         advantages = batch.advantages.flatten()  # (S, G) -> (X,)
         if self.normalize_advantage and advantages.numel() > 1:
@@ -141,9 +163,9 @@ class MemoryPPO(MemoryOnPolicyAlgorithm):
             old_values=batch.old_values.flatten(),
             returns=batch.returns.flatten(),
             entropy=entropy,
-            clip_range=context["clip_range"],
-            clip_range_vf=context["clip_range_vf"],
-            ent_coef=context["ent_coef"],
+            clip_range=update.clip_range,
+            clip_range_vf=update.clip_range_vf,
+            ent_coef=update.ent_coef,
             vf_coef=self.vf_coef,
         )
 

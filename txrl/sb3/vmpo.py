@@ -20,7 +20,7 @@ start never bootstraps across the boundary).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from gymnasium import spaces
@@ -45,7 +45,16 @@ from txrl.sb3.policies import MemoryActorCriticPolicy
 _DEFAULTS = VMPOSettings()  # the constructor's defaults, declared (and documented) there
 
 
-class VMPO(MemoryOnPolicyAlgorithm):
+class VMPOUpdate(NamedTuple):
+    """What V-MPO's loss needs of the whole rollout, computed once per ``train()``."""
+
+    advantages: torch.Tensor
+    """(N*B,) the rollout's advantages, step-major (row ``step * n_envs + env``), in units
+    of PopArt's sigma when the value head is PopArt's: the E-step's top half is chosen
+    among them (Sec. 4.2.1), not within a minibatch."""
+
+
+class VMPO(MemoryOnPolicyAlgorithm[VMPOUpdate]):
     """V-MPO with a memory policy (GTrXL by default), usable like any SB3 algorithm.
 
     Policies and memory settings as for :class:`txrl.MemoryPPO`. Action spaces: Discrete
@@ -200,7 +209,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
 
     # ------------------------------------------------------------------ learning
 
-    def _train_context(self) -> dict[str, Any]:
+    def _update_settings(self) -> VMPOUpdate:
         # The E-step's top half is chosen over the whole batch D (Sec. 4.2.1), not per minibatch.
         buffer = self.rollout_buffer
         advantages = torch.as_tensor(buffer.advantages, device=self.device).flatten()  # (N*B,)
@@ -215,7 +224,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
             advantages = advantages / head.sigma
             self.logger.record("train/popart_mu", float(head.mu))
             self.logger.record("train/popart_sigma", float(head.sigma))
-        return {"advantages": advantages}
+        return VMPOUpdate(advantages=advantages)
 
     def _learner_steps_per_rollout(self) -> int:
         """Gradient steps one rollout trains for: epochs x minibatches of whole segments."""
@@ -230,7 +239,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
         log_prob: torch.Tensor,
         entropy: torch.Tensor | None,
         distribution: Any,
-        context: dict[str, Any],
+        update: VMPOUpdate,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         s, _ = batch.episode_starts.shape
         n_envs = self.rollout_buffer.n_envs
@@ -257,7 +266,7 @@ class VMPO(MemoryOnPolicyAlgorithm):
             ),
             self.multipliers,
             self.vmpo_config,
-            full_batch=FullBatch(advantages=context["advantages"], index=index),
+            full_batch=FullBatch(advantages=update.advantages, index=index),
         )
         with torch.no_grad():
             # PPO's diagnostic, against the network that acted (pi_old): zero before a
