@@ -532,3 +532,47 @@ def test_subproc_envs_callbacks_and_progress_bar() -> None:
         assert counter.calls == 16 and model.num_timesteps == 32
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("policy", ["MlpGTrXLPolicy", "MlpLstmPolicy"])
+def test_states_kept_per_rollout_give_state_ats_minibatches_and_gradients(
+    policy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The buffer keeps every segment start's state once per rollout and refreshes a
+    minibatch's rows with the current weights: the same memory, outputs and gradients as
+    rebuilding each minibatch's states with ``state_at`` (the path above the size bound),
+    after the weights have moved since the states were kept."""
+    import txrl.rl.buffer as buffer_module
+
+    model = MemoryPPO(policy, tmaze_env(2, length=4), n_steps=24, batch_size=16,
+                      segment_length=8, n_epochs=1, policy_kwargs=tiny_kwargs(policy), seed=0)  # fmt: skip
+    model.learn(2 * 48)  # the second rollout carries memory in; episodes end inside it
+    buffer, backbone = model.rollout_buffer, model.policy.backbone
+
+    def first_batch(limit: int):
+        monkeypatch.setattr(buffer_module, "SEGMENT_STATES_MAX_BYTES", limit)
+        segments = buffer.segments(backbone, 8, 2, generator=np.random.default_rng(0))
+        return next(segments)
+
+    first_batch(2**30)
+    assert buffer._segment_states[2] is not None, "the states were kept"
+    with torch.no_grad():  # the weights move after the states were kept
+        for p in model.policy.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    kept = first_batch(2**30)  # the kept states, refreshed with the new weights
+    buffer._segment_states = None
+    rebuilt = first_batch(0)
+    assert buffer._segment_states[2] is None, "above the bound each minibatch rebuilds"
+    assert torch.equal(kept.env_index, rebuilt.env_index)
+    assert torch.equal(kept.start, rebuilt.start)
+    for a, b in zip(kept.memory, rebuilt.memory, strict=True):
+        assert torch.equal(a, b)
+    grads = []
+    for batch in (kept, rebuilt):
+        model.policy.zero_grad()
+        values, log_prob, *_ = model.evaluate_batch(batch)
+        (values.sum() + log_prob.sum()).backward()
+        grads.append([p.grad.clone() for p in model.policy.parameters() if p.grad is not None])
+    assert len(grads[0]) == len(grads[1]) > 0
+    for a, b in zip(*grads, strict=True):
+        assert torch.equal(a, b)

@@ -15,6 +15,16 @@ step t is recomputed, with gradient, from ``backbone.state_at(initial_memory, tr
 the memory it had while acting (Transformer-XL's segment recurrence, eq. 6 of reference 000),
 so the training pass sees exactly what acting saw. Bytes per transition grow with the
 trace (L * D for TrXL), not with the memory length.
+
+The memory of every segment start changes only with the rollout, and what in it derives from
+the weights is what ``backbone.refresh_state`` recomputes. So the buffer rebuilds the states
+of all segment starts once per rollout, without gradient (one ``state_at`` per env, the
+env's trace read in place), and a minibatch takes its segments' rows of them and refreshes
+those with the current weights, with gradient: the same state and the same gradients as
+``state_at`` with gradients on, without copying each env's whole trace and rebuilding its
+stream per minibatch and per epoch. Where those states would take more than
+:data:`SEGMENT_STATES_MAX_BYTES` (a long memory, many segments) each minibatch rebuilds
+its segments' states instead, as ``state_at`` from the trace.
 """
 
 from __future__ import annotations
@@ -28,6 +38,11 @@ from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 
 from txrl.nn.protocol import Backbone
 from txrl.nn.state import index_state, state_nbytes
+
+#: The most bytes the states of all segment starts of a rollout may take to be kept for
+#: the rollout's minibatches (see the module docstring); above it, each minibatch rebuilds
+#: its own. At M = 64 slots of a 3-layer, width-128 TrXL, 32 segments take 9.4 MB.
+SEGMENT_STATES_MAX_BYTES = 256 * 2**20
 
 
 class SegmentBatch(NamedTuple):
@@ -63,6 +78,8 @@ class _MemoryStreams:
         self._trace_steps = []
         self.extras: dict[str, torch.Tensor] = {}
         self._extra_steps: dict[str, list[torch.Tensor]] = {}
+        # (backbone, segment_length, states of every segment start or None when too large)
+        self._segment_states: tuple[Backbone, int, Any] | None = None
 
     def set_initial_memory(self, memory: Any) -> None:
         """The backbone state of every env at the rollout's first step."""
@@ -113,10 +130,18 @@ class _MemoryStreams:
         if shuffle:
             order = (generator or np.random.default_rng()).permutation(len(envs))
         starts_t = torch.as_tensor(self.episode_starts, device=self.device).bool()  # (N, B)
+        states = self._states_of_segments(backbone, segment_length, starts_t)
         for first in range(0, len(order), segments_per_batch):
             chosen = order[first : first + segments_per_batch]
+            if states is None:
+                memory = None
+            else:
+                # rows of segment (env, start) are env-major, as ``envs`` and ``starts``
+                memory = backbone.refresh_state(
+                    index_state(states, torch.as_tensor(chosen, device=self.device))
+                )
             yield self._segment_batch(
-                backbone, envs[chosen], starts[chosen], segment_length, starts_t
+                backbone, envs[chosen], starts[chosen], segment_length, starts_t, memory
             )
 
     def all_segments(self, backbone: Backbone, segment_length: int) -> SegmentBatch:
@@ -125,6 +150,41 @@ class _MemoryStreams:
             self.segments(backbone, segment_length, self.n_envs * self.buffer_size, shuffle=False)
         )
 
+    def _states_of_segments(
+        self, backbone: Backbone, segment_length: int, episode_starts: torch.Tensor
+    ) -> Any:
+        """The state before every segment start, (B * N/S) rows env-major, without gradient
+        (its parameter-derived part is refreshed per minibatch); built at the rollout's first
+        call for this backbone and segment length, then kept. None above
+        :data:`SEGMENT_STATES_MAX_BYTES`."""
+        kept = self._segment_states
+        if kept is not None and kept[0] is backbone and kept[1] == segment_length:
+            return kept[2]
+        per_env = self.buffer_size // segment_length
+        start_t = torch.arange(per_env, device=self.device) * segment_length  # (N/S,)
+        parts = []
+        with torch.no_grad():
+            for env in range(self.n_envs):
+                # env's memory, trace and starts as per_env copies of one env: views, no copy
+                one = slice(env, env + 1)
+                initial = index_state(self.initial_memory, one)
+                parts.append(
+                    backbone.state_at(
+                        type(initial)(*(_repeat(f, per_env, 0) for f in initial)),
+                        type(self.trace)(*(_repeat(f[:, one], per_env, 1) for f in self.trace)),
+                        episode_starts[:, one].expand(-1, per_env),
+                        start_t,
+                    )
+                )
+                if state_nbytes(parts[0]) * self.n_envs > SEGMENT_STATES_MAX_BYTES:
+                    parts = []
+                    break
+        states = (
+            type(parts[0])(*(torch.cat(f) for f in zip(*parts, strict=True))) if parts else None
+        )
+        self._segment_states = (backbone, segment_length, states)
+        return states
+
     def _segment_batch(
         self,
         backbone: Backbone,
@@ -132,7 +192,10 @@ class _MemoryStreams:
         start: np.ndarray,
         segment_length: int,
         episode_starts: torch.Tensor,
+        memory: Any = None,
     ) -> SegmentBatch:
+        """The minibatch of segments (``env_index``, ``start``), with ``memory`` their states
+        when given (else rebuilt here from the trace with ``state_at``)."""
         time_index = start[None, :] + np.arange(segment_length)[:, None]  # (S, G)
         env_grid = np.repeat(env_index[None, :], segment_length, axis=0)  # (S, G)
 
@@ -144,11 +207,12 @@ class _MemoryStreams:
         observations = {k: take(v) for k, v in obs.items()} if isinstance(obs, dict) else take(obs)
         env_t = torch.as_tensor(env_index, device=self.device)
         start_t = torch.as_tensor(start, device=self.device)
-        # the memory each segment had while acting, from this env's stream
-        trace = type(self.trace)(*(field[:, env_t] for field in self.trace))  # (N, G, ...)
-        memory = backbone.state_at(
-            index_state(self.initial_memory, env_t), trace, episode_starts[:, env_t], start_t
-        )
+        if memory is None:
+            # the memory each segment had while acting, from its env's stream
+            trace = type(self.trace)(*(field[:, env_t] for field in self.trace))  # (N, G, ...)
+            memory = backbone.state_at(
+                index_state(self.initial_memory, env_t), trace, episode_starts[:, env_t], start_t
+            )
         return SegmentBatch(
             observations=observations,
             actions=take(self.actions),
@@ -165,6 +229,13 @@ class _MemoryStreams:
             env_index=env_t,
             start=start_t,
         )
+
+
+def _repeat(tensor: torch.Tensor, times: int, dim: int) -> torch.Tensor:
+    """``tensor`` with its size-1 axis ``dim`` repeated ``times`` times, as a view."""
+    sizes = [-1] * tensor.dim()
+    sizes[dim] = times
+    return tensor.expand(*sizes)
 
 
 class MemoryRolloutBuffer(_MemoryStreams, RolloutBuffer):
