@@ -12,7 +12,6 @@ import yaml
 
 from txrl.compare import TRAIN_LOG, compare, execute_run, parse_only, plan, summarise
 from txrl.config import ConfigError, load_compare_config
-from txrl.evaluate import bootstrap_ci, iqm, wilson_interval
 from txrl.train import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -54,17 +53,6 @@ def fake_run(
 def read_csv(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
-
-
-def test_statistics() -> None:
-    assert iqm([0.0, 1.0, 2.0, 3.0]) == pytest.approx(1.5)  # mean of the middle two
-    assert iqm([0.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 100.0]) == pytest.approx(10.0)
-    lo, hi = wilson_interval(20, 20)
-    assert hi == 1.0 and 0.83 < lo < 0.84  # the known Wilson bound for 20/20
-    assert wilson_interval(0, 10)[0] == 0.0
-    lo, hi = bootstrap_ci([0.0, 1.0] * 50)
-    assert lo < 0.5 < hi and hi - lo < 0.3
-    assert bootstrap_ci([0.7]) == (0.7, 0.7)
 
 
 def test_summaries_from_synthetic_logs(tmp_path: Path) -> None:
@@ -262,7 +250,8 @@ def test_unknown_backend(tmp_path: Path) -> None:
 
 
 def test_interpolated_curves_cover_common_steps() -> None:
-    from txrl.compare import RunRecord, RunSpec, VariantSummary, _mean_curve
+    from txrl.compare import RunRecord, RunSpec, VariantSummary
+    from txrl.compare.plots import _mean_curve
 
     spec = RunSpec("v", (), 0, {}, "/nonexistent")
     records = [
@@ -428,9 +417,7 @@ def test_summaries_without_rliable_fall_back_and_say_so(
     summarise(config, specs, tmp_path / "out", lines.append)
     assert "percentile bootstrap" in lines[0]
     table = (tmp_path / "out" / "results.md").read_text()
-    assert (
-        "percentile bootstrap of the IQM (txrl.evaluate), because txrl.stats needs rliable" in table
-    )
+    assert "percentile bootstrap of the IQM (txrl.stats), because txrl.stats needs rliable" in table
     assert "| gru | 2 | 0.150 | 0.150 | [0.100, 0.200] |" in table
     assert (
         "Kendall's tau and the probabilities of improvement: –, txrl.stats needs rliable." in table

@@ -120,3 +120,31 @@ def test_curve_intervals_band_the_pointwise_aggregate():
     assert band.shape == (2, 12) and np.all(band[0] <= point) and np.all(point <= band[1])
     with pytest.raises(ValueError, match="mean or iqm"):
         stats.curve_intervals({"a": curves}, "median")
+
+
+def test_small_sample_helpers_need_no_rliable():
+    assert stats.iqm([0.0, 1.0, 2.0, 3.0]) == pytest.approx(1.5)  # mean of the middle two
+    assert stats.iqm([0.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 100.0]) == pytest.approx(10.0)
+    lo, hi = stats.wilson_interval(20, 20)
+    assert hi == 1.0 and 0.83 < lo < 0.84  # the known Wilson bound for 20/20
+    assert stats.wilson_interval(0, 10)[0] == 0.0
+    lo, hi = stats.bootstrap_ci([0.0, 1.0] * 50)
+    assert lo < 0.5 < hi and hi - lo < 0.3
+    assert stats.bootstrap_ci([0.7]) == (0.7, 0.7)
+
+
+@pytest.mark.parametrize("rliable", [True, False])
+def test_iqm_interval_and_mean_band_with_and_without_rliable(monkeypatch, rliable):
+    if not rliable:
+        monkeypatch.setattr(stats, "available", lambda: "txrl.stats needs rliable")
+    scores = np.array([0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 5.0, -5.0])
+    est = stats.iqm_interval(scores, reps=200)
+    assert est.value == pytest.approx(scipy_stats.trim_mean(scores, 0.25))
+    assert est.low <= est.value <= est.high
+    assert stats.iqm_interval(np.array([]), reps=200) is stats.NO_ESTIMATE
+    curves = np.array([[0.0, 0.5, 1.0], [0.0, 0.7, 0.8], [0.0, 0.6, 0.9]])  # (runs, T)
+    low, high = stats.mean_band(curves, reps=200)
+    assert low.shape == high.shape == (3,)
+    assert low[0] == high[0] == 0.0  # every run agrees at the start
+    assert np.all(low <= curves.mean(0)) and np.all(curves.mean(0) <= high)
+    assert np.all(low[1:] < high[1:])

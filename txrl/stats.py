@@ -24,14 +24,20 @@ improvement, τ) each variant's runs are resampled on their own, with rliable's
 Legend: R runs (seeds) of one variant, K tasks. A score matrix is (R, K), higher is better,
 and scores of different tasks should be on one scale (success rates, or normalised returns).
 
-Everything here needs rliable (and its scipy); importing the module needs neither, so
+Everything above needs rliable (and its scipy); importing the module needs neither, so
 callers can ask :func:`available` and fall back. rliable 1.2 imports ``arch``, whose 7.x releases (the ones rliable accepts) do not import
 under pandas 3: install the ``stats`` extra, which pins the working pair.
+
+The rest is numpy only: the small-sample intervals of one evaluation (Wilson's score interval
+of a success rate, a percentile bootstrap of a mean return), the plain IQM, and the estimates
+``txrl compare`` draws in its tables and plots (:func:`iqm_interval`, :func:`mean_band`),
+which use rliable when it imports and fall back to the percentile bootstrap when it does not.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,12 +47,18 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "NO_ESTIMATE",
     "Interval",
+    "bootstrap_ci",
     "curve_intervals",
     "interval_estimates",
+    "iqm",
+    "iqm_interval",
     "kendall_tau",
+    "mean_band",
     "performance_profiles",
     "probability_of_improvement",
+    "wilson_interval",
 ]
 
 METRICS = ("iqm", "mean", "median", "optimality_gap")
@@ -333,3 +345,90 @@ def _percentile(draws: np.ndarray, confidence: float) -> tuple[float, float]:
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(draws, [alpha, 1.0 - alpha])
     return (float(low), float(high))
+
+
+# ---------------------------------------------------------------------------- without rliable
+
+Z_95 = 1.959963984540054  # standard normal quantile of 0.975
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (95% by default)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # The bounds are exact at the ends (0 successes: low 0; all: high 1); avoid rounding there.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    statistic: Any = np.mean,
+    *,
+    level: float = 0.95,
+    n_resamples: int = 5000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of ``statistic(values)``; a single value gives (v, v)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return (math.nan, math.nan)
+    if x.size == 1 or np.all(x == x[0]):
+        return (float(x[0]), float(x[0]))
+    rng = np.random.default_rng(seed)
+    samples = x[rng.integers(0, x.size, size=(n_resamples, x.size))]  # (R, n)
+    draws = (
+        np.apply_along_axis(statistic, 1, samples) if statistic is not np.mean else samples.mean(1)
+    )
+    alpha = (1 - level) / 2
+    low, high = np.quantile(draws, [alpha, 1 - alpha])
+    return (float(low), float(high))
+
+
+def iqm(values: Sequence[float]) -> float:
+    """Interquartile mean: the mean of the middle 50% (25% trimmed from each end)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    if x.size == 0:
+        return math.nan
+    cut = int(0.25 * x.size)
+    return float(x[cut : x.size - cut].mean())
+
+
+#: The estimate of no scores at all (a variant without finished runs).
+NO_ESTIMATE = Interval(math.nan, math.nan, math.nan)
+
+
+def iqm_interval(scores: Any, reps: int = 2000) -> Interval:
+    """IQM of a (runs,) or (runs, tasks) score array with its 95% stratified-bootstrap CI.
+
+    rliable's estimator and bootstrap (:func:`interval_estimates`); without rliable,
+    :func:`iqm` with a percentile bootstrap over all scores (not stratified). No scores
+    give :data:`NO_ESTIMATE`.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return NO_ESTIMATE
+    if available() is None:
+        return interval_estimates({"x": scores}, "iqm", reps=reps)["x"]
+    flat = scores.ravel()
+    return Interval(iqm(flat), *bootstrap_ci(flat, iqm, n_resamples=reps))
+
+
+def mean_band(curves: np.ndarray, reps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """The 95% band, (lower, upper) each (T,), of the mean of (runs, T) learning curves.
+
+    rliable's stratified bootstrap at each point (:func:`curve_intervals`), or without
+    rliable a percentile bootstrap of each point's mean.
+    """
+    if available() is None:
+        _, band = curve_intervals({"v": curves}, "mean", reps=reps)["v"]  # band: (2, T)
+        return band[0], band[1]
+    band = np.array(
+        [bootstrap_ci(curves[:, i], n_resamples=reps) for i in range(curves.shape[1])]
+    )  # (T, 2)
+    return band[:, 0], band[:, 1]

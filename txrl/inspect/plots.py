@@ -6,7 +6,6 @@ drawn, and nothing drawn hides the data.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,24 +13,18 @@ from typing import Any
 import numpy as np
 
 from txrl.inspect.record import GATE_MEANINGS, GATE_SUBLAYERS, EpisodeRecord, InspectError
+from txrl.plotting import figure_class, save_png
 
 CUE_COLOUR, DECISION_COLOUR = "tab:green", "tab:red"
 
 
-def figure_class() -> Any:
-    try:
-        from matplotlib.figure import Figure  # the OO API: no pyplot, no display backend
-    except ImportError as e:
-        raise ImportError("txrl inspect draws with matplotlib: pip install 'txrl[plots]'") from e
-    return Figure
+#: What needs matplotlib, for :func:`txrl.plotting.figure_class`'s error without it.
+DRAWS = "txrl inspect draws"
 
 
 def save_figure(fig: Any, path: Path) -> None:
-    from txrl.checkpoint import atomic_write
-
-    data = io.BytesIO()
-    fig.savefig(data, format="png", dpi=110, bbox_inches="tight")
-    atomic_write(path, data.getvalue())
+    """Every picture of txrl inspect: 110 dpi, cropped to what is drawn, written atomically."""
+    save_png(fig, path, dpi=110, tight=True)
 
 
 def episode_title(record: EpisodeRecord, index: int | None = None) -> str:
@@ -99,7 +92,7 @@ def plot_attention_map(
     returns the figure."""
     if record.attention is None or record.attendable is None:
         raise InspectError("this episode has no attention weights to draw")
-    Figure = figure_class()
+    Figure = figure_class(DRAWS)
     n_layers, n_heads = record.attention.shape[:2]
     columns = n_heads + 1 if per_head else 1
     fig = Figure(figsize=(3.8 * columns + 1.0, 3.4 * n_layers + 1.4), layout="constrained")
@@ -144,7 +137,7 @@ def gate_label(trace: str, gate_class: str | None) -> tuple[str, str]:
 def plot_traces(record: EpisodeRecord, path: Path, *, index: int | None = None) -> Any:
     """Gate activations (or state norms), action probabilities, value and reward over the
     episode; returns the figure."""
-    Figure = figure_class()
+    Figure = figure_class(DRAWS)
     steps = np.arange(record.steps)
     gates = record.gate_names
     others = gates or [name for name in record.traces if name.startswith("state/")]
@@ -243,7 +236,7 @@ def plot_summary(records: Sequence[EpisodeRecord], path: Path) -> dict[str, Any]
 
 def draw_summary(summary: dict[str, Any]) -> Any:
     """The figure of :func:`plot_summary`'s numbers."""
-    Figure = figure_class()
+    Figure = figure_class(DRAWS)
     layers, rows = summary["layers"], summary["cue_mass_at_decision"]
     fig = Figure(figsize=(max(5.0, 1.8 * max(len(layers), 1) + 3.0), 4.6), layout="constrained")
     ax = fig.subplots()

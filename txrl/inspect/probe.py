@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from txrl.inspect.plots import figure_class, save_figure
+from txrl.inspect.plots import DRAWS, save_figure
 from txrl.inspect.record import EpisodeRecord, InspectError
+from txrl.plotting import figure_class
 
 ALIGNS = ("start", "cue", "decision")
 MAX_CLASSES = 20
@@ -271,7 +272,7 @@ def write_probe(result: ProbeResult, out: Path) -> list[Path]:
 def plot_probe(result: ProbeResult, path: Path) -> Any:
     """Held-out accuracy against the step, one line per layer, chance dashed; returns the
     figure."""
-    Figure = figure_class()
+    Figure = figure_class(DRAWS)
     fig = Figure(figsize=(8.0, 4.6), layout="constrained")
     ax = fig.subplots()
     for layer in result.layers:

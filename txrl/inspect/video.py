@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from txrl.inspect.plots import CUE_COLOUR, episode_title, figure_class
+from txrl.inspect.plots import CUE_COLOUR, DRAWS, episode_title
 from txrl.inspect.record import EpisodeRecord, InspectError
+from txrl.plotting import figure_class
 
 VIDEO_FPS = 4  # when the env's metadata names no render_fps
 
@@ -77,7 +78,7 @@ def write_video(record: EpisodeRecord, path: Path, *, fps: int = VIDEO_FPS) -> N
         raise InspectError(f"{len(record.frames)} frames recorded for {record.steps} steps")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    Figure = figure_class()
+    Figure = figure_class(DRAWS)
     # 960 x 320 pixels: multiples of 16, as H.264 wants
     fig = Figure(figsize=(9.6, 3.2), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)

@@ -1,0 +1,105 @@
+"""``txrl compare``: a grid of variants x seeds, run in parallel, summarised from the runs' logs.
+
+A compare config (:class:`txrl.config.CompareConfig`) expands into runs, one per variant and
+seed. Each run is an ordinary training run (:func:`txrl.train.train`) in its own directory,
+so a re-invoked comparison skips finished runs (their ``checkpoints/final.zip`` exists) and
+resumes half-done ones from their last checkpoint; ``only`` (``--only AXIS=LABEL``,
+``--only seed=N``) runs part of the grid, so a study can be spread over sessions or
+machines into one output directory. Backends:
+
+* ``local`` (default): a process pool (``spawn``) of ``workers`` processes, by default one
+  per CPU core, each run with one torch thread; the workers end with the compare process,
+  however it is stopped;
+* ``ray``: the same runs as a Ray Tune grid (``tune.Tuner`` over ``tune.grid_search``, one CPU
+  per trial) on a local Ray or an existing cluster (``--address``). On a multi-node cluster
+  the output directory must be on a filesystem every node sees, and every node needs txrl.
+
+Both write the same layout::
+
+    OUT/                              default runs/<name>
+      compare.yaml                    the resolved compare config
+      runs/<variant>/seed_<s>/        one run directory each (see txrl.train)
+      runs.csv                        one row per run: final metric, steps to threshold
+      results.csv                     one row per variant: mean, IQM and its 95% CI across
+                                      seeds of the final metric, median steps to the threshold
+      results.md                      the same as tables (one per panel), the aggregate over
+                                      panels, the ranking against the reference
+      aggregate.csv                   with panels: each label combination over all panels
+      curves.png                      learning curves (mean over seeds, 95% bootstrap band)
+      final.png                       final metric per variant (IQM, CI, each seed)
+      ranking.png                     with a reference: our IQM against the reference score
+      ray/                            Ray Tune's own experiment state (ray backend only)
+
+Statistics follow Agarwal et al. 2021 through :mod:`txrl.stats` (rliable): IQM over seeds
+with stratified-bootstrap 95% CIs, probabilities of improvement, and Kendall's tau between
+our ranking and a reference one (``reference:`` in the config, e.g. the gating ablation of
+Parisotto et al. 2019, Table 1). Without rliable (the ``stats`` extra) the IQM's CI comes
+from :func:`txrl.stats.bootstrap_ci` and results.md says what is missing.
+
+Modules, one job each (each imports only those above it):
+
+* :mod:`~txrl.compare.plan`: the grid's runs (:class:`RunSpec`), their status, ``--only``;
+* :mod:`~txrl.compare.backends`: one run in a worker (:func:`execute_run`), the local pool
+  and the Ray Tune grid;
+* :mod:`~txrl.compare.summary`: the runs' logs read back, the estimates per variant and
+  over panels, runs.csv, results.csv and aggregate.csv;
+* :mod:`~txrl.compare.ranking`: our ranking against the reference;
+* :mod:`~txrl.compare.report`: results.md;
+* :mod:`~txrl.compare.plots`: curves.png, final.png and ranking.png;
+* :mod:`~txrl.compare.pipeline`: :func:`compare` and :func:`summarise`, which tie them together.
+"""
+
+from __future__ import annotations
+
+from txrl.compare.backends import execute_run, run_local, run_ray
+from txrl.compare.pipeline import compare, summarise
+from txrl.compare.plan import TRAIN_LOG, RunSpec, parse_only, plan, select_runs
+from txrl.compare.plots import (
+    MAX_CURVES_PER_PANEL,
+    plot_curves,
+    plot_finals,
+    plot_ranking,
+    steps_axis,
+)
+from txrl.compare.ranking import (
+    RankEntry,
+    ReferenceComparison,
+    compare_to_reference,
+    reference_comparisons,
+)
+from txrl.compare.report import results_markdown
+from txrl.compare.summary import (
+    GroupSummary,
+    RunRecord,
+    VariantSummary,
+    aggregate_over_panels,
+    read_run,
+)
+
+__all__ = [
+    "MAX_CURVES_PER_PANEL",
+    "TRAIN_LOG",
+    "GroupSummary",
+    "RankEntry",
+    "ReferenceComparison",
+    "RunRecord",
+    "RunSpec",
+    "VariantSummary",
+    "aggregate_over_panels",
+    "compare",
+    "compare_to_reference",
+    "execute_run",
+    "parse_only",
+    "plan",
+    "plot_curves",
+    "plot_finals",
+    "plot_ranking",
+    "read_run",
+    "reference_comparisons",
+    "results_markdown",
+    "run_local",
+    "run_ray",
+    "select_runs",
+    "steps_axis",
+    "summarise",
+]
