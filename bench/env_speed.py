@@ -14,6 +14,7 @@ Examples::
     python bench/env_speed.py --tasks txrl/TMaze-v0 --length 100 --steps 500000 --modes make
     python bench/env_speed.py --tasks txrl/MiniGrid-MemoryS7-v0 txrl/popgym-RepeatFirstEasy-v0
     python bench/env_speed.py --tasks txrl/MiniGrid-MemoryS9-v0 --env-kwarg cache_views=false
+    python bench/env_speed.py --suite memorygym --modes raw make --steps 20000
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ import yaml
 import txrl.envs
 
 MODES = ("raw", "make", "full")
+#: Named groups of ids for ``--suite``; Memory Gym: the Grid and full versions (the Endless
+#: ones draw the same scenes) and only when memory-gym is installed, like all its ids.
+SUITES: dict[str, tuple[str, ...]] = {
+    "txrl": txrl.envs.TXRL_TASK_IDS,
+    "memorygym": tuple(i for i in txrl.envs.MEMORY_GYM_IDS if "Endless-" not in i),
+}
 
 
 def task_kwargs(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -76,8 +83,14 @@ def main() -> None:
     parser.add_argument(
         "--tasks",
         nargs="+",
-        default=list(txrl.envs.TXRL_TASK_IDS),
-        help="env ids to time (default: the txrl-implemented tasks)",
+        default=None,
+        help="env ids to time (default: the ids of --suite)",
+    )
+    parser.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default="txrl",
+        help="group of ids to time when --tasks is not given (default: the txrl tasks)",
     )
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--steps", type=int, default=200_000, help="steps per measurement")
@@ -103,7 +116,7 @@ def main() -> None:
         extra[key] = yaml.safe_load(value)
 
     print(f"{'task':44s} {'mode':5s} {'steps/s':>12s} {'episodes':>9s}")
-    for env_id in args.tasks:
+    for env_id in args.tasks or SUITES[args.suite]:
         kwargs = task_kwargs(env_id, args) | extra
         for mode in args.modes:
             env = build(env_id, mode, kwargs)

@@ -12,9 +12,13 @@ Importing ``txrl.envs`` registers these Gymnasium ids (:func:`register_envs`, id
   (:mod:`txrl.envs.minigrid_memory`).
 * ``txrl/popgym-<Name>-v0``: the POPGym suite (Morad et al. 2023) with flat float32
   observations; needs ``pip install txrl[popgym]`` (:mod:`txrl.envs.popgym_adapter`).
+* ``txrl/memorygym-<Name>-v0``: the Memory Gym suite (Pleines et al. 2025): Mortar Mayhem,
+  Mystery Path and Searing Spotlights in their full, Grid and Endless versions, 84x84 pixel
+  observations; needs ``pip install ".[memorygym]" && pip install --no-deps memory-gym==1.0.2``
+  (:mod:`txrl.envs.memory_gym_adapter`).
 
-All of them set ``info["is_success"]`` at the end of an episode (POPGym: where the task
-defines a success), and take ``render_mode``: ``None`` or a mode of the env's
+All of them set ``info["is_success"]`` at the end of an episode (POPGym and Memory Gym: where
+the task defines a success), and take ``render_mode``: ``None`` or a mode of the env's
 ``metadata["render_modes"]``; any other mode fails with an error listing the valid ones,
 which Stable-Baselines3's ``make_vec_env`` understands (it asks for ``"rgb_array"`` and makes
 a task that draws nothing without it). Nothing here imports torch or Stable-Baselines3.
@@ -26,11 +30,13 @@ picklable factories of :func:`make_env_fn`.
 """
 
 from .delayed_recall import DelayedRecallEnv
+from .memory_gym_adapter import MEMORY_GYM_ENV_NAMES, make_memory_gym_env, memory_gym_env_id
 from .minigrid_memory import MINIGRID_MEMORY_IDS, make_minigrid_memory
 from .popgym_adapter import POPGYM_ENV_NAMES, make_popgym_env, popgym_env_id
 from .registration import (
     ALL_IDS,
     DELAYED_RECALL_ID,
+    MEMORY_GYM_IDS,
     MINIGRID_IDS,
     POPGYM_IDS,
     TMAZE_ID,
@@ -48,6 +54,8 @@ register_envs()
 __all__ = [
     "ALL_IDS",
     "DELAYED_RECALL_ID",
+    "MEMORY_GYM_ENV_NAMES",
+    "MEMORY_GYM_IDS",
     "MINIGRID_IDS",
     "MINIGRID_MEMORY_IDS",
     "POPGYM_ENV_NAMES",
@@ -63,8 +71,10 @@ __all__ = [
     "PreviousActionReward",
     "TMazeEnv",
     "make_env_fn",
+    "make_memory_gym_env",
     "make_minigrid_memory",
     "make_popgym_env",
+    "memory_gym_env_id",
     "popgym_env_id",
     "register_envs",
 ]

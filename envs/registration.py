@@ -1,7 +1,7 @@
 """Gymnasium registration of the txrl memory tasks, and a picklable env factory.
 
 Registering happens when ``txrl.envs`` is imported (:func:`register_envs`). Entry points are
-``"module:attr"`` strings, so nothing heavy (MiniGrid, POPGym) is imported until an env is
+``"module:attr"`` strings, so nothing heavy (MiniGrid, POPGym, Memory Gym) is imported until an env is
 made. A process that has not imported txrl (e.g. a ``SubprocVecEnv`` worker started with
 ``spawn``/``forkserver``) can still build a task with Gymnasium's ``"module:id"`` form::
 
@@ -18,6 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from .memory_gym_adapter import MEMORY_GYM_ENV_NAMES, memory_gym_env_id
 from .minigrid_memory import MINIGRID_MEMORY_IDS
 from .popgym_adapter import POPGYM_ENV_NAMES, popgym_env_id
 
@@ -31,7 +32,9 @@ TXRL_TASK_IDS: tuple[str, ...] = (TMAZE_ID, TMAZE_PASSIVE_ID, DELAYED_RECALL_ID)
 MINIGRID_IDS: tuple[str, ...] = tuple(MINIGRID_MEMORY_IDS)
 #: ``txrl/popgym-*-v0`` adapters (need the ``popgym`` extra when made).
 POPGYM_IDS: tuple[str, ...] = tuple(popgym_env_id(name) for name in POPGYM_ENV_NAMES)
-ALL_IDS: tuple[str, ...] = TXRL_TASK_IDS + MINIGRID_IDS + POPGYM_IDS
+#: ``txrl/memorygym-*-v0`` adapters (need the ``memorygym`` extra and memory-gym when made).
+MEMORY_GYM_IDS: tuple[str, ...] = tuple(memory_gym_env_id(name) for name in MEMORY_GYM_ENV_NAMES)
+ALL_IDS: tuple[str, ...] = TXRL_TASK_IDS + MINIGRID_IDS + POPGYM_IDS + MEMORY_GYM_IDS
 
 # The T-maze and delayed-recall envs check their actions themselves and end their own
 # episodes, so Gymnasium's OrderEnforcing wrapper (a Python call per step) and TimeLimit
@@ -53,6 +56,15 @@ def _specs() -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
     specs += [
         (popgym_env_id(name), "txrl.envs.popgym_adapter:make_popgym_env", {"name": name}, {})
         for name in POPGYM_ENV_NAMES
+    ]
+    specs += [
+        (
+            memory_gym_env_id(name),
+            "txrl.envs.memory_gym_adapter:make_memory_gym_env",
+            {"name": name},
+            {},
+        )
+        for name in MEMORY_GYM_ENV_NAMES
     ]
     return specs
 

@@ -57,13 +57,16 @@ def same_trajectory(env: gym.Env, seed: int, n_steps: int) -> bool:
     env.action_space.seed(seed)
     actions = [env.action_space.sample() for _ in range(n_steps)]
 
+    def parts(obs: Any) -> list[Any]:  # a Dict observation compares key by key
+        return [obs[k] for k in sorted(obs)] if isinstance(obs, dict) else [obs]
+
     def run() -> list[Any]:
-        out: list[Any] = [env.reset(seed=seed)[0]]
+        out: list[Any] = parts(env.reset(seed=seed)[0])
         for a in actions:
             obs, reward, terminated, truncated, _ = env.step(a)
-            out += [obs, float(reward), terminated, truncated]
+            out += [*parts(obs), float(reward), terminated, truncated]
             if terminated or truncated:
-                out.append(env.reset()[0])
+                out += parts(env.reset()[0])
         return out
 
     first, second = run(), run()

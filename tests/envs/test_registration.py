@@ -27,7 +27,7 @@ def _python(code: str) -> str:
 
 
 def test_every_id_is_registered_and_register_envs_is_idempotent() -> None:
-    assert len(txrl.envs.ALL_IDS) == len(set(txrl.envs.ALL_IDS)) == 3 + 6 + 56
+    assert len(txrl.envs.ALL_IDS) == len(set(txrl.envs.ALL_IDS)) == 3 + 6 + 56 + 10
     before = {i: gym.registry[i] for i in txrl.envs.ALL_IDS}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # re-registering would warn "Overriding environment"
@@ -43,7 +43,7 @@ def test_envs_modules_import_neither_torch_nor_optional_suites() -> None:
         import sys
         import gymnasium as gym
         import txrl.envs
-        heavy = ("torch", "stable_baselines3", "popgym", "minigrid")
+        heavy = ("torch", "stable_baselines3", "popgym", "minigrid", "memory_gym")
         print("after import:", sorted(m for m in heavy if m in sys.modules))
         for env_id in (*txrl.envs.TXRL_TASK_IDS, "txrl/MiniGrid-MemoryS7-v0",
                        "txrl/popgym-RepeatFirstEasy-v0"):

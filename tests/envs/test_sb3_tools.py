@@ -27,10 +27,13 @@ import txrl.envs
 from ._helpers import INFINITE_BOX, SMALL_IMAGE, WRAPPED_ENV
 
 HAS_POPGYM = importlib.util.find_spec("popgym") is not None
+# memory-gym cannot be in the test extra (it pins an old gymnasium; see the memorygym extra).
+HAS_MEMORY_GYM = importlib.util.find_spec("memory_gym") is not None
+MISSING_IDS = (set() if HAS_POPGYM else set(txrl.envs.POPGYM_IDS)) | (
+    set() if HAS_MEMORY_GYM else set(txrl.envs.MEMORY_GYM_IDS)
+)
 TXRL_IDS = sorted(
-    env_id
-    for env_id in gym.registry
-    if env_id.startswith("txrl/") and (HAS_POPGYM or env_id not in txrl.envs.POPGYM_IDS)
+    env_id for env_id in gym.registry if env_id.startswith("txrl/") and env_id not in MISSING_IDS
 )
 #: Warnings SB3's checker may give, and why: the txrl ids are wrapped by gym.make; MiniGrid's
 #: 7x7 view is not a CNN-sized image; POPGym's velocity-only CartPole declares unbounded
@@ -39,13 +42,12 @@ EXPECTED_WARNINGS = re.compile("|".join((WRAPPED_ENV, SMALL_IMAGE, INFINITE_BOX)
 
 
 def test_the_registry_holds_exactly_the_txrl_ids() -> None:
-    expected = set(txrl.envs.ALL_IDS) - (set() if HAS_POPGYM else set(txrl.envs.POPGYM_IDS))
-    assert set(TXRL_IDS) == expected
+    assert set(TXRL_IDS) == set(txrl.envs.ALL_IDS) - MISSING_IDS
     assert HAS_POPGYM, "popgym is in the test extra; without it the POPGym ids go untested"
 
 
 def _check_frame(frame: object, mode: str) -> None:
-    if mode == "rgb_array":
+    if mode.endswith("rgb_array"):  # Memory Gym also draws "debug_rgb_array"
         assert isinstance(frame, np.ndarray) and frame.dtype == np.uint8
         assert frame.ndim == 3 and frame.shape[2] == 3 and frame.any()
     else:
@@ -105,6 +107,7 @@ def test_subproc_vec_env_workers_make_the_ids_themselves() -> None:
         "txrl/MiniGrid-MemoryS7-v0",
         "txrl/popgym-RepeatPreviousEasy-v0",
         "txrl/popgym-PositionOnlyCartPoleEasy-v0",
+        *(["txrl/memorygym-MortarMayhem-Grid-v0"] if HAS_MEMORY_GYM else []),
     ]
     code = """
         import multiprocessing, os, sys
