@@ -30,6 +30,7 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 from torch.distributions import Categorical
 
+from txrl.learners import MEMORY_POLICY_NAMES
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput, make_backbone
 from txrl.nn.state import as_state, clone_state
@@ -672,99 +673,33 @@ class MemoryMultiInputPolicy(MemoryActorCriticPolicy):
         super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
 
 
-# One alias class per backbone and observation kind; ``*MemoryPolicy`` take ``backbone=...``.
-class MlpMemoryPolicy(MemoryActorCriticPolicy):
-    default_backbone = "gtrxl"
-
-
-class MlpGTrXLPolicy(MemoryActorCriticPolicy):
-    default_backbone = "gtrxl"
-
-
-class MlpTrXLIPolicy(MemoryActorCriticPolicy):
-    default_backbone = "trxl_i"
-
-
-class MlpTrXLPolicy(MemoryActorCriticPolicy):
-    default_backbone = "trxl"
-
-
-class MlpLstmPolicy(MemoryActorCriticPolicy):
-    default_backbone = "lstm"
-
-
-class MlpGruPolicy(MemoryActorCriticPolicy):
-    default_backbone = "gru"
-
-
-class CnnMemoryPolicy(MemoryActorCriticCnnPolicy):
-    default_backbone = "gtrxl"
-
-
-class CnnGTrXLPolicy(MemoryActorCriticCnnPolicy):
-    default_backbone = "gtrxl"
-
-
-class CnnTrXLIPolicy(MemoryActorCriticCnnPolicy):
-    default_backbone = "trxl_i"
-
-
-class CnnTrXLPolicy(MemoryActorCriticCnnPolicy):
-    default_backbone = "trxl"
-
-
-class CnnLstmPolicy(MemoryActorCriticCnnPolicy):
-    default_backbone = "lstm"
-
-
-class CnnGruPolicy(MemoryActorCriticCnnPolicy):
-    default_backbone = "gru"
-
-
-class MultiInputMemoryPolicy(MemoryMultiInputPolicy):
-    default_backbone = "gtrxl"
-
-
-class MultiInputGTrXLPolicy(MemoryMultiInputPolicy):
-    default_backbone = "gtrxl"
-
-
-class MultiInputTrXLIPolicy(MemoryMultiInputPolicy):
-    default_backbone = "trxl_i"
-
-
-class MultiInputTrXLPolicy(MemoryMultiInputPolicy):
-    default_backbone = "trxl"
-
-
-class MultiInputLstmPolicy(MemoryMultiInputPolicy):
-    default_backbone = "lstm"
-
-
-class MultiInputGruPolicy(MemoryMultiInputPolicy):
-    default_backbone = "gru"
-
-
-POLICY_ALIASES: dict[str, type[MemoryActorCriticPolicy]] = {
-    cls.__name__: cls
-    for cls in (
-        MlpMemoryPolicy,
-        MlpGTrXLPolicy,
-        MlpTrXLIPolicy,
-        MlpTrXLPolicy,
-        MlpLstmPolicy,
-        MlpGruPolicy,
-        CnnMemoryPolicy,
-        CnnGTrXLPolicy,
-        CnnTrXLIPolicy,
-        CnnTrXLPolicy,
-        CnnLstmPolicy,
-        CnnGruPolicy,
-        MultiInputMemoryPolicy,
-        MultiInputGTrXLPolicy,
-        MultiInputTrXLIPolicy,
-        MultiInputTrXLPolicy,
-        MultiInputLstmPolicy,
-        MultiInputGruPolicy,
-    )
+#: The policy class of each observation kind (the alias names' prefix).
+ENCODER_POLICY_BASES: dict[str, type[MemoryActorCriticPolicy]] = {
+    "Mlp": MemoryActorCriticPolicy,
+    "Cnn": MemoryActorCriticCnnPolicy,
+    "MultiInput": MemoryMultiInputPolicy,
 }
+
+
+def _alias_classes() -> dict[str, type[MemoryActorCriticPolicy]]:
+    """One alias class per observation kind and built-in backbone
+    (:data:`txrl.learners.MEMORY_POLICY_NAMES`), e.g. ``MlpGTrXLPolicy``, plus
+    ``<kind>MemoryPolicy`` (GTrXL unless ``policy_kwargs=dict(backbone=...)`` names another).
+
+    Made from that one list, so a backbone added there gets its policies here. Each is a
+    module attribute named as its class, so pickling (SB3's save) finds it by name."""
+    backbones = {"Memory": "gtrxl"} | {name: key for key, name in MEMORY_POLICY_NAMES.items()}
+    return {
+        f"{kind}{name}Policy": type(
+            f"{kind}{name}Policy",
+            (base,),
+            {"default_backbone": backbone, "__module__": __name__},
+        )
+        for kind, base in ENCODER_POLICY_BASES.items()
+        for name, backbone in backbones.items()
+    }
+
+
+#: SB3's ``policy_aliases`` of the memory learners: every alias class by its name.
+POLICY_ALIASES: dict[str, type[MemoryActorCriticPolicy]] = _alias_classes()
+globals().update(POLICY_ALIASES)
