@@ -273,3 +273,25 @@ def test_rl_zoo_trains_memory_ppo(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     (model,) = tmp_path.glob("memory_ppo/txrl-TMazePassive-v0_1/txrl-TMazePassive-v0.zip")
     assert MemoryPPO.load(model).num_timesteps == 64
+
+
+def test_inspect_probe_writes_held_out_accuracy_per_layer_against_chance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests._runs import train_tiny
+
+    run_dir = train_tiny(tmp_path)
+    out = tmp_path / "probe"
+    argv = ["inspect", str(run_dir), "--probe", "cue", "--episodes", "16", "--out", str(out)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    for name in ("probe.csv", "probe.json", "probe.png"):
+        assert (out / name).stat().st_size > 0 and name in printed
+    report = json.loads((out / "probe.json").read_text())
+    rows = (out / "probe.csv").read_text().splitlines()
+    assert len(rows) > 1 and "chance" in rows[0]
+    assert "layer0" in json.dumps(report)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["inspect", str(run_dir), "--probe", "nonsense", "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert "unknown probe target 'nonsense'; valid: cue" in capsys.readouterr().err

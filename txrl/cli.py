@@ -146,6 +146,8 @@ def _inspect(args: argparse.Namespace) -> int:
             video=args.video,
             per_head=args.per_head,
             deterministic=False if args.stochastic else None,
+            probe=args.probe,
+            probe_align=args.probe_align,
         )
     except InspectError as e:
         raise UsageError(str(e)) from e
@@ -243,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
         "summary across episodes, the data as .npz and, with --video, an MP4 per episode.",
     )
     insp.add_argument("target", metavar="RUN_DIR|CHECKPOINT")
-    insp.add_argument("--episodes", type=_positive_int, default=4, help="default: 4")
+    insp.add_argument(
+        "--episodes", type=_positive_int, default=None, help="default: 4; 64 with --probe"
+    )
     insp.add_argument("--seed", type=int, help="seed of the env (default: the eval seed)")
     insp.add_argument(
         "--out", help="output directory (default: RUN_DIR/inspect, or inspect-NAME by a checkpoint)"
@@ -253,6 +257,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     insp.add_argument("--per-head", action="store_true", help="one map panel per head as well")
     insp.add_argument("--stochastic", action="store_true", help="sample actions instead of greedy")
+    insp.add_argument(
+        "--probe",
+        metavar="TARGET",
+        help="instead of pictures, ask what the memory holds and when: fit a linear probe of each "
+        "layer's output for TARGET (cue, success, info:KEY, obs:INDEX[@STEP|@cue]) per step, scored "
+        "on held-out episodes against chance (probe.csv, probe.json, probe.png)",
+    )
+    insp.add_argument(
+        "--probe-align",
+        choices=["start", "cue", "decision"],
+        default="start",
+        help="count probe steps from the episode's start, its cue step or its decision step",
+    )
     insp.set_defaults(handler=_inspect)
 
     comp = commands.add_parser(
