@@ -509,3 +509,19 @@ def test_killed_compare_takes_its_workers_with_it(tmp_path: Path) -> None:
     while held():
         assert time.monotonic() < deadline, "the worker outlived its compare process"
         time.sleep(0.2)
+
+
+def test_plots_share_one_matplotlib_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from txrl.compare.plots import DRAWS
+    from txrl.plotting import figure_class, save_png
+
+    fig = figure_class(DRAWS)(figsize=(2, 2))
+    fig.subplots().plot([0, 1], [0, 1])
+    save_png(fig, tmp_path / "a.png", dpi=50)
+    assert (tmp_path / "a.png").read_bytes().startswith(PNG_MAGIC)
+    assert [p.name for p in tmp_path.iterdir()] == ["a.png"]  # no temporary file left
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"txrl compare draws its plots with matplotlib: pip"):
+        figure_class(DRAWS)
