@@ -1,9 +1,10 @@
 import pytest
 import torch
 
-from txrl.nn.attention import RelativeMultiHeadAttention, naive_relative_attention, rel_shift
+from txrl.nn.attention import RelativeMultiHeadAttention, rel_shift
 
 from ..numeric import F32_REL, close
+from .reference import naive_relative_attention
 
 
 def random_allowed(b: int, t: int, m: int, gen: torch.Generator) -> torch.Tensor:

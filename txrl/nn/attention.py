@@ -14,9 +14,20 @@ For query i and key j at relative distance ``i - j`` the score is eq. (8)/(9) of
 with k_j = W_kE h_j and the sinusoid R without parameters. Terms (a)+(c) are one product
 ``(q + u) k^T`` and terms (b)+(d) are ``(q + v) (W_kR R)^T``. The positional product is done
 once against the K distances in reversed order (the matrix Q of the reference, "qQ^T")
-and then left-shifted row by row (:func:`rel_shift`), which costs O(T K E) instead of
-building a (T, K, E) tensor of per-pair embeddings. :func:`naive_relative_attention`
-computes every (i, j) pair directly and exists to test the shifted version.
+and then each pair's distance is read off: by a left shift row by row (:func:`rel_shift`)
+in a sequence, by a gather in an acting step whose memory is a ring. That costs O(T K E)
+instead of building a (T, K, E) tensor of per-pair embeddings.
+
+One implementation of the score serves every path: the scaled ``(q + u)`` and ``(q + v)``
+come from one set of derived weights (:meth:`RelativeMultiHeadAttention.ring_weights`:
+``W_q / sqrt(E)`` with biases ``u / sqrt(E)``, ``v / sqrt(E)``), terms (b)+(d) from
+:meth:`RelativeMultiHeadAttention.position_scores`, in a sequence
+(:func:`relative_attention`) and in a one-step call alike (:meth:`~RelativeMultiHeadAttention.
+ring_step`, and a T = 1 call of the layer loop). Only the product of terms (a)+(c) differs:
+a sequence hands it to ``scaled_dot_product_attention`` (fused with the softmax), a step
+takes it against the (B, M, D) memory in place, without splitting it by head, since a
+copy of the memory would cost more than the step. The test suite holds an independent
+pair-by-pair version of eq. (8).
 
 Inspection hook: inside ``with AttentionRecorder() as recorder:``, every call computes its
 softmax weights explicitly (the same scores, not a second implementation) and hands them
@@ -68,7 +79,8 @@ class RingPlan(NamedTuple):
     """What every layer of one acting step over a ring memory shares (K = M + 1 keys: the M
     slots in ring order, then the step itself)."""
 
-    key_index: torch.Tensor  # (B, 1, K) long, each key's place in the distances M .. 0
+    # (B, 1, K) long, each key's place in the distances M .. 0; None: keys in that order
+    key_index: torch.Tensor | None
     mask: torch.Tensor  # (B, 1, K) float, 0 where the key may be attended to, -inf elsewhere
 
 
@@ -183,12 +195,13 @@ class RelativeMultiHeadAttention(ParameterCache):
         return self.cached("position_keys_by_head", n_keys, (weight,), build)
 
     def ring_weights(self, n_keys: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """What :meth:`ring_step` derives from the weights for ``n_keys`` = M + 1 keys, built
-        once and reused while the weights stay unchanged (:mod:`txrl.nn.cache`):
+        """What the score derives from the weights for ``n_keys`` keys, built once and reused
+        while gradients are off and the weights stay unchanged (:mod:`txrl.nn.cache`):
 
-        * weight (4D, D) and bias (4D) of one product giving the step's scaled
-          ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)`` and its key ``W_kE z`` and value
-          ``W_v z``: ``[W_q; W_q] / sqrt(E)`` with bias ``[u; v] / sqrt(E)``, then ``[W_kE; W_v]``;
+        * weight (4D, D) and bias (4D) of one product giving the scaled query terms
+          ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)`` and the key ``W_kE z`` and value
+          ``W_v z``: ``[W_q; W_q] / sqrt(E)`` with bias ``[u; v] / sqrt(E)``, then ``[W_kE; W_v]``
+          (a sequence takes the first D rows and adds each bias);
         * the positional keys per head (H, E, K) (:meth:`position_keys`)."""
         weights = (self.query.weight, self.key_value.weight, self.content_bias, self.position_bias)
 
@@ -203,6 +216,14 @@ class RelativeMultiHeadAttention(ParameterCache):
 
         weight, bias = self.cached("ring_weights", 0, weights, build)
         return weight, bias, self._position_keys_by_head(n_keys)
+
+    def position_scores(self, qv: torch.Tensor, position_keys: torch.Tensor) -> torch.Tensor:
+        """Terms (b) + (d), ``(q + v)^T W_kR R_d``, of N queries' ``qv`` (..., D) (N rows,
+        each a view of D features) against the distances d = K-1, ..., 0 of
+        ``position_keys`` (H, E, K) (:meth:`ring_weights`), one batched product per head
+        -> (H, N, K), heads first as the product leaves them."""
+        by_head = qv.view(-1, self.n_heads, self.head_dim).transpose(0, 1)  # (H, N, E)
+        return torch.bmm(by_head, position_keys)
 
     def over_memory(
         self,
@@ -246,9 +267,16 @@ class RelativeMultiHeadAttention(ParameterCache):
             and recorder is None
             and not (self.training and self.dropout)
         ):
-            q = self.query(h)  # (B, 1, D)
-            out = self._one_step(q, memory_keys, memory_values, keys, values, allowed[:, 0])
-            return out, None
+            # slots oldest first: keys in the order of the distances M .. 0
+            d = self.d_model
+            weight, bias, position_keys = self.ring_weights(memory_keys.shape[1] + 1)
+            qu, qv = F.linear(h[:, 0], weight[: 2 * d], bias[: 2 * d]).chunk(2, dim=-1)
+            allowed_now = allowed[:, 0, None]  # (B, 1, K)
+            mask = torch.zeros(allowed_now.shape, dtype=h.dtype, device=h.device)
+            plan = RingPlan(None, mask.masked_fill_(~allowed_now, float("-inf")))
+            memory = (memory_keys, memory_values)
+            out = self.attend_one(qu, qv, keys[:, 0], values[:, 0], memory, plan, position_keys)
+            return out[:, None], None
         out, weights = relative_attention(
             self,
             h,
@@ -278,21 +306,42 @@ class RelativeMultiHeadAttention(ParameterCache):
         ``z`` (B, D) the step's attention input; ``memory_keys``/``memory_values`` (B, M, D)
         the cached ones in ring order; ``plan`` the step's key order and mask, the same for
         every layer (:class:`RingPlan`); ``derived`` what :meth:`ring_weights` returns for
-        M + 1 keys. The scores are those of :func:`relative_attention`:
-        (a) + (c) as ``(q + u) k^T`` over the memory in place and over the step's own key,
-        (b) + (d) as ``(q + v) (W_kR R)^T`` over the M + 1 distances, read per slot. Returns
-        the output (B, D) and the step's key and value (B, D) for the memory.
+        M + 1 keys. One product gives the step's query terms, key and value; the rest is
+        :meth:`attend_one`. Returns the output (B, D) and the step's key and value (B, D)
+        for the memory.
         """
-        b, m, d = memory_keys.shape
-        hd, e = self.n_heads, self.head_dim
         weight, bias, position_keys = derived
         fused = F.linear(z, weight, bias)  # (B, 4D)
-        qu, qv, key, value = fused.split(d, dim=-1)  # (B, D) each, q's scaled by 1/sqrt(E)
-        # (b) + (d) against the distances M .. 0, one batched product per head
-        by_distance = torch.bmm(qv.view(b, hd, e).transpose(0, 1), position_keys)  # (H, B, K)
-        # each slot's score read at its distance, plus the mask (-inf where not allowed)
-        position = by_distance.transpose(0, 1).gather(2, plan.key_index.expand(b, hd, m + 1))
-        position = position + plan.mask  # (B, H, K)
+        qu, qv, key, value = fused.split(self.d_model, dim=-1)  # (B, D) each
+        memory = (memory_keys, memory_values)
+        return self.attend_one(qu, qv, key, value, memory, plan, position_keys), key, value
+
+    def attend_one(
+        self,
+        qu: torch.Tensor,
+        qv: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        memory: tuple[torch.Tensor, torch.Tensor],
+        plan: RingPlan,
+        position_keys: torch.Tensor,
+    ) -> torch.Tensor:
+        """Attention of one step (T = 1) with the scores of :func:`relative_attention`, from
+        its query terms ``qu`` = (q + u) / sqrt(E) and ``qv`` = (q + v) / sqrt(E), key and
+        value (B, D) each, over the cached keys and values ``memory`` (B, M, D) read in place,
+        keys in the order ``plan`` gives, ``position_keys`` (H, E, M + 1) -> (B, D):
+        (a) + (c) as ``(q + u) k^T`` over the memory and over the step's own key,
+        (b) + (d) as ``(q + v) (W_kR R)^T`` over the M + 1 distances
+        (:meth:`position_scores`), read per slot.
+        """
+        memory_keys, memory_values = memory
+        b, m, d = memory_keys.shape
+        hd, e = self.n_heads, self.head_dim
+        position = self.position_scores(qv, position_keys).transpose(0, 1)  # (B, H, K)
+        if plan.key_index is not None:
+            # each slot's score read at its distance
+            position = position.gather(2, plan.key_index.expand(b, hd, m + 1))
+        position = position + plan.mask  # (B, H, K), -inf where not allowed
         # (a) + (c) over the memory: the (B, H, D) block-diagonal (q + u) against the
         # (B, M, D) keys read in place, one batched product
         qu_by_head = qu.view(b, 1, d) * self.head_of_feature.T  # (B, H, D)
@@ -304,44 +353,7 @@ class RelativeMultiHeadAttention(ParameterCache):
         by_head = torch.bmm(weights[..., :m], memory_values).view(b, hd, hd, e)  # (B, H, H, E)
         own_head = by_head.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (B, H, E)
         attended = own_head + weights[..., m:] * value.view(b, hd, e)  # (B, H, E)
-        return F.linear(attended.view(b, d), self.out.weight, self.out.bias), key, value
-
-    def _one_step(
-        self,
-        q: torch.Tensor,
-        memory_keys: torch.Tensor,
-        memory_values: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        allowed: torch.Tensor,
-    ) -> torch.Tensor:
-        """One step (T = 1) over slots oldest first (distances M .. 1): the scores of
-        :func:`relative_attention` for the query ``q`` (B, 1, D), attending to memory
-        (B, M, D) and self (B, 1, D) in two parts instead of concatenating an (M+1)-long key
-        tensor. ``allowed`` (B, M+1)."""
-        b, m = memory_keys.shape[:2]
-        hd, e = self.n_heads, self.head_dim
-        scale = 1.0 / math.sqrt(e)
-        q = q.view(b, hd, e)  # (B, 1, D) -> (B, H, E)
-        qu = q + self.content_bias  # for (a) + (c): (q + u) k^T
-        qv = q + self.position_bias  # for (b) + (d): (q + v) (W_kR R)^T
-        # (b) + (d) against distances M .. 0, one batched product per head
-        by_distance = torch.bmm(qv.transpose(0, 1), self._position_keys_by_head(m + 1))  # (H, B, K)
-        position_scores = by_distance.transpose(0, 1)  # (B, H, K)
-        # (a) + (c) over the memory: k_j . (q + u) per head as one product with the
-        # block-diagonal (H, D) matrix of (q + u), so the (B, M, D) memory is read in place
-        qu_by_head = qu.reshape(b, 1, self.d_model) * self.head_of_feature.T  # (B, H, D)
-        memory_content = torch.bmm(qu_by_head, memory_keys.transpose(1, 2))  # (B, H, M)
-        self_content = (qu * key.view(b, hd, e)).sum(-1, keepdim=True)  # (B, H, 1)
-        content = torch.cat((memory_content, self_content), dim=2)  # (B, H, K)
-        scores = ((content + position_scores) * scale).masked_fill(~allowed[:, None], float("-inf"))
-        weights = scores.softmax(dim=-1)  # (B, H, K)
-        # sum_j w_j v_j per head: every head's weights against all D features, then the
-        # features of its own head kept
-        by_head = torch.bmm(weights[..., :m], memory_values)  # (B, H, D)
-        attended = (by_head * self.head_of_feature.T).sum(1)  # (B, D)
-        attended = attended + (weights[..., m:] * value.view(b, hd, e)).flatten(1)  # (B, D)
-        return self.out(attended[:, None])  # (B, 1, D)
+        return F.linear(attended.view(b, d), self.out.weight, self.out.bias)
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -382,74 +394,40 @@ def relative_attention(
     [0, n_distances) gives each pair's distance instead. Returns (B, T, D) and, when asked,
     the attention weights (B, H, T, K).
     """
-    b, t, _ = h.shape
+    b, t, d = h.shape
     k = keys.shape[1]
     hd = attn.n_heads
-    q = split_heads(attn.query(h), hd)  # (B, H, T, E)
+    n = k if distance is None else n_distances
+    assert n is not None, "a distance per pair comes with n_distances"
+    # the query terms (q + u) / sqrt(E) and (q + v) / sqrt(E), as in an acting step
+    weight, bias, position_keys = attn.ring_weights(n)
+    q = F.linear(h, weight[:d])  # (B, T, D), scaled
+    qu = split_heads(q + bias[:d], hd)  # (B, H, T, E)
     key, value = split_heads(keys, hd), split_heads(values, hd)  # (B, H, K, E)
-    scale = 1.0 / math.sqrt(attn.head_dim)
-    # (b) + (d): (q + v)^T W_kR R_{i-j}
-    qv = q + attn.position_bias[None, :, None, :]  # (B, H, T, E)
+    # (b) + (d): (q + v)^T W_kR R_{i-j}, against the distances n-1 .. 0
+    by_distance = attn.position_scores(q + bias[d : 2 * d], position_keys)  # (H, B*T, n)
+    by_distance = by_distance.view(hd, b, t, n).transpose(0, 1)  # (B, H, T, n)
     if distance is None:
-        # one product against the K distances K-1 .. 0, then the relative shift
-        position_scores = rel_shift(torch.einsum("bhte,khe->bhtk", qv, attn.position_keys(k)))
+        position_scores = rel_shift(by_distance)  # the relative shift
     else:
-        # W_kR R_d for d = 0..n-1 (position_keys lists them from n-1 down), gathered per pair
-        assert n_distances is not None
-        position = attn.position_keys(n_distances).flip(0)  # (n, H, E)
-        by_distance = torch.einsum("bhte,nhe->bhtn", qv, position)  # (B, H, T, n)
-        position_scores = by_distance.gather(-1, distance[:, None].expand(b, hd, t, k))
+        index = (n - 1 - distance)[:, None].expand(b, hd, t, k)  # each pair's column
+        position_scores = by_distance.gather(-1, index)
     if mask.dtype == torch.bool:
         mask = torch.zeros(mask.shape, dtype=h.dtype, device=h.device).masked_fill(
             ~mask, float("-inf")
         )
     if mask.dim() == 3:
         mask = mask[:, None]  # the same for every head
-    bias = position_scores * scale + mask  # (B, H, T, K)
+    scores_bias = position_scores + mask  # (B, H, T, K)
     # (a) + (c): (q + u)^T k_j
-    qu = q + attn.content_bias[None, :, None, :]  # (B, H, T, E)
     weights = None
     dropout = attn.dropout if attn.training else 0.0
     if with_weights:
-        scores = torch.einsum("bhte,bhke->bhtk", qu, key) * scale + bias
+        scores = torch.einsum("bhte,bhke->bhtk", qu, key) + scores_bias
         weights = scores.softmax(dim=-1)  # (B, H, T, K)
         attended = F.dropout(weights, dropout, attn.training) @ value  # (B, H, T, E)
     else:
         attended = F.scaled_dot_product_attention(
-            qu, key, value, attn_mask=bias, dropout_p=dropout
-        )  # (B, H, T, E)
+            qu, key, value, attn_mask=scores_bias, dropout_p=dropout, scale=1.0
+        )  # (B, H, T, E), qu already scaled
     return attn.out(merge_heads(attended)), weights  # (B, T, D)
-
-
-def naive_relative_attention(
-    attn: RelativeMultiHeadAttention, h: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor
-) -> torch.Tensor:
-    """Reference implementation: every (i, j) score of eq. (8) computed directly.
-
-    ``h`` (B, T, D) queries, ``memory`` (B, M, D) earlier layer inputs, ``allowed`` (B, T, M+T).
-    Quadratic in memory (a (T, K, D) tensor of per-pair embeddings R_{i-j}); for tests only.
-    """
-    b, t, d = h.shape
-    m = memory.shape[1]
-    k = m + t
-    hd, e = attn.n_heads, attn.head_dim
-    context = torch.cat((memory, h), dim=1)  # (B, K, D)
-    keys, values = attn.project_memory(context)
-    q = attn.query(h).view(b, t, hd, e)  # (B, T, H, E)
-    key = keys.view(b, k, hd, e)
-    value = values.view(b, k, hd, e)
-    query_pos = torch.arange(t, device=h.device)[:, None] + m  # absolute position of query i
-    key_pos = torch.arange(k, device=h.device)[None, :]
-    distance = (query_pos - key_pos).clamp(min=0)  # (T, K); negative ones are masked below
-    r = sinusoid_table(distance.flatten(), d).view(t, k, d)  # R_{i-j} per pair
-    wr = attn.position_key(r).view(t, k, hd, e)  # W_kR R_{i-j}
-    u, v = attn.content_bias, attn.position_bias
-    term_a = torch.einsum("bthe,bkhe->bhtk", q, key)
-    term_b = torch.einsum("bthe,tkhe->bhtk", q, wr)
-    term_c = torch.einsum("he,bkhe->bhk", u, key)[:, :, None, :]
-    term_d = torch.einsum("he,tkhe->htk", v, wr)[None]
-    scores = (term_a + term_b + term_c + term_d) / math.sqrt(e)
-    scores = scores.masked_fill(~allowed[:, None], float("-inf"))
-    weights = scores.softmax(-1)
-    attended = torch.einsum("bhtk,bkhe->bthe", weights, value).reshape(b, t, d)
-    return attn.out(attended)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from txrl.nn.attention import RelativeMultiHeadAttention, naive_relative_attention
+from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.variants.compressive import (
     CompressiveState,
     CompressiveTransformer,
@@ -16,6 +16,7 @@ from txrl.nn.window import window_mask
 
 from ...numeric import F32_REL, F64_REL, close
 from ..conftest import small_backbone
+from ..reference import naive_relative_attention
 
 
 def build(**overrides) -> CompressiveTransformer:
