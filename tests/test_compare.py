@@ -10,16 +10,10 @@ import numpy as np
 import pytest
 import yaml
 
+from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.compare import TRAIN_LOG, compare, execute_run, parse_only, plan, summarise
-from txrl.config import ConfigError, load_compare_config
-from txrl.train import (
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
-    EVAL_LOG,
-    FINAL_CHECKPOINT,
-    FINISHED_RECORD,
-    RESUME_LOG,
-)
+from txrl.config import CONFIG_FILE, ConfigError, load_compare_config
+from txrl.rundir import EVAL_LOG, FINISHED_RECORD, RESUME_LOG
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "compare_tiny.yaml"
@@ -467,7 +461,7 @@ def test_killed_compare_takes_its_workers_with_it(tmp_path: Path) -> None:
     import sys
     import time
 
-    from txrl.train import LOCK_FILE
+    from txrl.rundir import LOCK_FILE
 
     endless = ["--set", "base.budget=100000000", "--set", "base.checkpoint.every=100000000"]
     one_run = ["--workers", "1", "--only", "memory=lstm", "--only", "seed=0"]

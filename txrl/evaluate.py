@@ -8,16 +8,14 @@ each env's memory is cleared when its next episode begins. Episodes are split ev
 the eval envs (SB3's unbiased split). Success is ``info["is_success"]`` at each counted
 episode end, collected through ``evaluate_policy``'s callback as SB3's ``EvalCallback`` does.
 
-Intervals: the success rate's is Wilson's score interval (good near 0 and 1, where the
-normal approximation is not); the mean return's is a percentile bootstrap. Across seeds
+Intervals (from :mod:`txrl.stats`): the success rate's is Wilson's score interval (good near
+0 and 1, where the normal approximation is not); the mean return's is a percentile bootstrap. Across seeds
 (``txrl compare``) the summaries are the mean, the interquartile mean (IQM, Agarwal et al.
 2021) and a percentile-bootstrap interval of the mean.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,60 +30,12 @@ from txrl.checkpoint import (
     read_resume_state,
     resolve_checkpoint,
 )
+from txrl.stats import bootstrap_ci, wilson_interval
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
 
     from txrl.config import TrainConfig
-
-Z_95 = 1.959963984540054  # standard normal quantile of 0.975
-
-
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (95% by default)."""
-    if n == 0:
-        return (math.nan, math.nan)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # The bounds are exact at the ends (0 successes: low 0; all: high 1); avoid rounding there.
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return (low, high)
-
-
-def bootstrap_ci(
-    values: Sequence[float],
-    statistic: Any = np.mean,
-    *,
-    level: float = 0.95,
-    n_resamples: int = 5000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile-bootstrap interval of ``statistic(values)``; a single value gives (v, v)."""
-    x = np.asarray(values, dtype=float)
-    if x.size == 0:
-        return (math.nan, math.nan)
-    if x.size == 1 or np.all(x == x[0]):
-        return (float(x[0]), float(x[0]))
-    rng = np.random.default_rng(seed)
-    samples = x[rng.integers(0, x.size, size=(n_resamples, x.size))]  # (R, n)
-    stats = (
-        np.apply_along_axis(statistic, 1, samples) if statistic is not np.mean else samples.mean(1)
-    )
-    alpha = (1 - level) / 2
-    low, high = np.quantile(stats, [alpha, 1 - alpha])
-    return (float(low), float(high))
-
-
-def iqm(values: Sequence[float]) -> float:
-    """Interquartile mean: the mean of the middle 50% (25% trimmed from each end)."""
-    x = np.sort(np.asarray(values, dtype=float))
-    if x.size == 0:
-        return math.nan
-    cut = int(0.25 * x.size)
-    return float(x[cut : x.size - cut].mean())
 
 
 @dataclass(frozen=True)
@@ -173,16 +123,12 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 __all__ = [
     "EvalResult",
-    "bootstrap_ci",
     "evaluate",
     "evaluate_checkpoint",
     "format_summary",
-    "iqm",
     "load_checkpoint_model",
     "make_checkpoint_eval_env",
-    "wilson_interval",
 ]
-__all__ += ["resolve_checkpoint"]  # re-exported for importers
 
 
 def load_checkpoint_model(checkpoint: Path, config: TrainConfig) -> BaseAlgorithm:

@@ -16,25 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from txrl.checkpoint import (
-    CHECKPOINT_DIR,
-    FINAL_CHECKPOINT,
     import_dynamo_without_litter,
     latest_checkpoint,
 )
-from txrl.config import CONFIG_FILE, TrainConfig, resolve
+from txrl.config import TrainConfig, resolve
 from txrl.errors import TrainingDiverged, print_warning
 from txrl.rundir import (
-    EVAL_LOG,
-    FINISHED_RECORD,
-    LOCK_FILE,
-    RESUME_LOG,
     TrainResult,
     default_run_dir,
-    finished_run,
     interrupted,
-    read_eval_log,
     run_lock,
-    write_finished_record,
 )
 
 
@@ -98,16 +89,3 @@ def train(
 
 
 __all__ = ["TrainResult", "recipe", "train", "warn_short_budget"]
-__all__ += [  # re-exported for importers
-    "CHECKPOINT_DIR",
-    "CONFIG_FILE",
-    "EVAL_LOG",
-    "FINAL_CHECKPOINT",
-    "FINISHED_RECORD",
-    "LOCK_FILE",
-    "RESUME_LOG",
-    "finished_run",
-    "latest_checkpoint",
-    "read_eval_log",
-    "write_finished_record",
-]

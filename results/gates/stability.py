@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from txrl.train import read_eval_log
+from txrl.rundir import read_eval_log
 
 
 def read_log(path: Path, metric: str) -> list[tuple[int, float]]:

@@ -16,9 +16,10 @@ from sb3_contrib import RecurrentPPO as ContribRecurrentPPO
 
 from tests._runs import crash_after, tiny
 from txrl import RecurrentPPO, cli
+from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.compare import compare
 from txrl.config import load_compare_config
-from txrl.train import CHECKPOINT_DIR, EVAL_LOG, FINAL_CHECKPOINT, RESUME_LOG
+from txrl.rundir import EVAL_LOG, RESUME_LOG
 
 LSTM_RUN = tiny(
     algo="recurrent_ppo",

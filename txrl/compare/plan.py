@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
+from txrl.checkpoint import latest_checkpoint
 from txrl.config import CONFIG_FILE, CompareConfig, ConfigError, TrainConfig, resolve
-from txrl.train import finished_run, latest_checkpoint
+from txrl.rundir import finished_run
 
 #: Each run's console output (its progress lines and any traceback), in its run directory.
 TRAIN_LOG = "train.log"
@@ -49,7 +50,7 @@ def plan(config: CompareConfig, out_dir: Path) -> list[RunSpec]:
 
     Each run trains with one torch thread and no console tables; its progress goes to its
     ``train.log`` as a line every ``runtime.progress_every`` seconds (the log is not a
-    terminal, so :class:`txrl.train.Progress` writes lines, not a bar). A run directory that
+    terminal, so :class:`txrl.callbacks.Progress` writes lines, not a bar). A run directory that
     holds a run of another config is an error (nothing is overwritten).
     """
     variants = config.variants()

@@ -23,8 +23,8 @@ import numpy as np
 from txrl import stats
 from txrl.compare.plan import RunSpec
 from txrl.config import CompareConfig
+from txrl.rundir import EVAL_LOG, finished_run, read_eval_log
 from txrl.stats import Interval
-from txrl.train import EVAL_LOG, finished_run, read_eval_log
 
 
 @dataclass

@@ -151,8 +151,8 @@ def _play(
     distinct: bool,
 ) -> _Played:
     """Load the checkpoint, make its eval env and record ``episodes`` episodes."""
-    from txrl.checkpoint import read_checkpoint_config
-    from txrl.evaluate import load_checkpoint_model, make_checkpoint_eval_env, resolve_checkpoint
+    from txrl.checkpoint import read_checkpoint_config, resolve_checkpoint
+    from txrl.evaluate import load_checkpoint_model, make_checkpoint_eval_env
     from txrl.run_envs import EVAL_SEED_OFFSET
 
     if episodes < 1:
