@@ -188,34 +188,40 @@ class RelativeMultiHeadAttention(ParameterCache):
 
         return self.cached("position_keys", n_keys, (weight,), build)
 
-    def _position_keys_by_head(self, n_keys: int) -> torch.Tensor:
-        """:meth:`position_keys` laid out for a batched product per head -> (H, E, K)."""
-        weight = self.position_key.weight
-        build = lambda: self.position_keys(n_keys).permute(1, 2, 0).contiguous()  # noqa: E731
-        return self.cached("position_keys_by_head", n_keys, (weight,), build)
-
     def ring_weights(self, n_keys: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """What the score derives from the weights for ``n_keys`` keys, built once and reused
-        while gradients are off and the weights stay unchanged (:mod:`txrl.nn.cache`):
+        while gradients are off and the weights stay unchanged (:mod:`txrl.nn.cache`; one
+        lookup per call):
 
         * weight (4D, D) and bias (4D) of one product giving the scaled query terms
           ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)`` and the key ``W_kE z`` and value
           ``W_v z``: ``[W_q; W_q] / sqrt(E)`` with bias ``[u; v] / sqrt(E)``, then ``[W_kE; W_v]``
-          (a sequence takes the first D rows and adds each bias);
-        * the positional keys per head (H, E, K) (:meth:`position_keys`)."""
-        weights = (self.query.weight, self.key_value.weight, self.content_bias, self.position_bias)
+          (a sequence takes the first D rows and adds each bias); one pair for every K;
+        * the positional keys per head (H, E, K) (:meth:`position_keys`), laid out for a
+          batched product per head."""
+        weights = (
+            self.query.weight,
+            self.key_value.weight,
+            self.content_bias,
+            self.position_bias,
+            self.position_key.weight,
+        )
 
-        def build() -> tuple[torch.Tensor, torch.Tensor]:
-            scale = 1.0 / math.sqrt(self.head_dim)
-            w_q = self.query.weight * scale  # (D, D)
-            weight = torch.cat((w_q, w_q, self.key_value.weight))  # (4D, D)
-            biases = (self.content_bias, self.position_bias)  # (H, E) each
-            zeros = torch.zeros(2 * self.d_model, dtype=w_q.dtype, device=w_q.device)
-            bias = torch.cat((*(b.flatten() * scale for b in biases), zeros))  # (4D,)
-            return weight, bias
+        def build() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            weight, bias = self.cached("query_weights", 0, weights[:4], self._query_weights)
+            return weight, bias, self.position_keys(n_keys).permute(1, 2, 0).contiguous()
 
-        weight, bias = self.cached("ring_weights", 0, weights, build)
-        return weight, bias, self._position_keys_by_head(n_keys)
+        return self.cached("ring_weights", n_keys, weights, build)
+
+    def _query_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The weight (4D, D) and bias (4D) of :meth:`ring_weights`."""
+        scale = 1.0 / math.sqrt(self.head_dim)
+        w_q = self.query.weight * scale  # (D, D)
+        weight = torch.cat((w_q, w_q, self.key_value.weight))  # (4D, D)
+        biases = (self.content_bias, self.position_bias)  # (H, E) each
+        zeros = torch.zeros(2 * self.d_model, dtype=w_q.dtype, device=w_q.device)
+        bias = torch.cat((*(b.flatten() * scale for b in biases), zeros))  # (4D,)
+        return weight, bias
 
     def position_scores(self, qv: torch.Tensor, position_keys: torch.Tensor) -> torch.Tensor:
         """Terms (b) + (d), ``(q + v)^T W_kR R_d``, of N queries' ``qv`` (..., D) (N rows,

@@ -83,17 +83,14 @@ class ParameterCache(nn.Module):
             return build()
         key = (name, n)
         entry = self._cache.get(key)
-        if (
-            entry is not None
-            and entry.generation == _generation
-            and all(
-                w is old and w._version == version and w.data_ptr() == address
-                for w, old, version, address in zip(
-                    weights, entry.weights, entry.versions, entry.addresses, strict=True
-                )
-            )
-        ):
-            return entry.value  # type: ignore[no-any-return]  # built by this key's build()
+        if entry is not None and entry.generation == _generation:
+            for w, old, version, address in zip(
+                weights, entry.weights, entry.versions, entry.addresses, strict=True
+            ):
+                if w is not old or w._version != version or w.data_ptr() != address:
+                    break
+            else:
+                return entry.value  # type: ignore[no-any-return]  # built by this key's build()
         generation = _generation  # as of before the build, so a step during it is not missed
         # inference tensors whichever way gradients are off, so a compiled step that takes
         # them as inputs (txrl.nn.memory) sees one kind
