@@ -18,16 +18,16 @@ and then each pair's distance is read off: by a left shift row by row (:func:`re
 in a sequence, by a gather in an acting step whose memory is a ring. That costs O(T K E)
 instead of building a (T, K, E) tensor of per-pair embeddings.
 
-One implementation of the score serves every path: the scaled ``(q + u)`` and ``(q + v)``
-come from one set of derived weights (:meth:`RelativeMultiHeadAttention.ring_weights`:
-``W_q / sqrt(E)`` with biases ``u / sqrt(E)``, ``v / sqrt(E)``), terms (b)+(d) from
-:meth:`RelativeMultiHeadAttention.position_scores`, in a sequence
-(:func:`relative_attention`) and in a one-step call alike (:meth:`~RelativeMultiHeadAttention.
-ring_step`, and a T = 1 call of the layer loop). Only the product of terms (a)+(c) differs:
-a sequence hands it to ``scaled_dot_product_attention`` (fused with the softmax), a step
-takes it against the (B, M, D) memory in place, without splitting it by head, since a
-copy of the memory would cost more than the step. The test suite holds an independent
-pair-by-pair version of eq. (8).
+One implementation of the score serves a sequence (:func:`relative_attention`) and one
+step (:meth:`RelativeMultiHeadAttention.attend_one`, behind the ring buffer's acting step
+and a T = 1 call of the layer loop) alike: the scaled ``(q + u)`` and ``(q + v)`` come from
+one set of derived weights (:meth:`RelativeMultiHeadAttention.ring_weights`: ``W_q / sqrt(E)``
+with biases ``u / sqrt(E)`` and ``v / sqrt(E)``), terms (b)+(d) from
+:meth:`RelativeMultiHeadAttention.position_scores`. Only the product of terms (a)+(c)
+differs: a sequence hands it to ``scaled_dot_product_attention`` (fused with the softmax
+and the values), a step takes it against the (B, M, D) memory in place without splitting
+it by head, since a copy of the memory would cost more than the whole step. The test
+suite holds an independent pair-by-pair version of eq. (8).
 
 Inspection hook: inside ``with AttentionRecorder() as recorder:``, every call computes its
 softmax weights explicitly (the same scores, not a second implementation) and hands them
