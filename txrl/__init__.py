@@ -72,13 +72,15 @@ _find_subpackages_of_the_source_tree()
 _LAZY = {
     "Backbone": "txrl.nn",
     "BackboneOutput": "txrl.nn",
-    "backbone_names": "txrl.nn",
-    "make_backbone": "txrl.nn",
-    "register_backbone": "txrl.nn",
+    # the registry is torch-free: torch comes with the first backbone built
+    "backbone_names": "txrl.backbones",
+    "make_backbone": "txrl.backbones",
+    "register_backbone": "txrl.backbones",
 }
 
 if TYPE_CHECKING:
-    from txrl.nn import Backbone, BackboneOutput, backbone_names, make_backbone, register_backbone
+    from txrl.backbones import backbone_names, make_backbone, register_backbone
+    from txrl.nn import Backbone, BackboneOutput
     from txrl.sb3.ppo import MemoryPPO
     from txrl.sb3.recurrent_ppo import RecurrentPPO
     from txrl.sb3.vmpo import VMPO

@@ -8,8 +8,11 @@ One module per job:
   (the learner's section is its settings dataclass from :mod:`txrl.learners`);
 * :mod:`txrl.config.files`: YAML files, ``--set`` overrides, a run directory's config;
 * :mod:`txrl.config.grid`: compare grids (:class:`CompareConfig`);
-* :mod:`txrl.config.resolve`: the checks that need the backbone registry, an env or torch,
-  run once by training and ``txrl compare``.
+* :mod:`txrl.config.resolve`: the checks that need a built backbone, an env or torch, run
+  once by training and ``txrl compare``.
+
+The ``policy:`` section is checked against the backbone registry, :mod:`txrl.backbones`,
+which holds each backbone's settings without torch.
 
 Parsing imports no torch and builds no model or env.
 """

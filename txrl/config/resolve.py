@@ -1,6 +1,6 @@
 """The checks of a training config that need more than the config: run once before training.
 
-:func:`resolve` looks the backbone up in the registry (which imports torch), builds it once
+:func:`resolve` looks the backbone up in the registry (:mod:`txrl.backbones`), builds it once
 at a tiny size (so that its own checks run), makes one env (so that the env checks its
 kwargs), builds the encoder when ``policy.encoder_kwargs`` is set, and asks torch whether
 the device exists. Training (:func:`txrl.train.train`) and ``txrl compare`` (once per
@@ -77,9 +77,9 @@ def inapplicable_note(problems: list[str]) -> str | None:
 def check_policy(policy: PolicyConfig) -> tuple[PolicyConfig, list[str]]:
     """The policy with inapplicable settings dropped (when asked), and what is wrong with it.
 
-    Uses the backbone registry (imports torch) but builds nothing.
+    Reads the backbone registry (:mod:`txrl.backbones`, no torch) and builds nothing.
     """
-    from txrl.nn import backbone_config_class, backbone_names
+    from txrl.backbones import backbone_config_class, backbone_names, setting_names
 
     names = backbone_names()
     if policy.backbone not in names:
@@ -87,9 +87,9 @@ def check_policy(policy: PolicyConfig) -> tuple[PolicyConfig, list[str]]:
             f"policy.backbone must be one of {', '.join(names)}, got {policy.backbone!r}"
         ]
     valid = [
-        f.name
-        for f in dataclasses.fields(backbone_config_class(policy.backbone))
-        if f.name != "input_dim"
+        name
+        for name in setting_names(backbone_config_class(policy.backbone))
+        if name != "input_dim"
     ]
     extra = [key for key in policy.backbone_settings() if key not in valid]
     if policy.inapplicable == "drop" and extra:
@@ -118,7 +118,7 @@ def check_policy(policy: PolicyConfig) -> tuple[PolicyConfig, list[str]]:
 
 
 def _check_backbone_builds(policy: PolicyConfig, *, memory_policy: bool) -> list[str]:
-    from txrl.nn import make_backbone
+    from txrl.backbones import make_backbone
 
     try:
         # Building the (small, CPU) module runs every check of the backbone itself.

@@ -20,7 +20,7 @@ dataclass, declared once beside the learner (``ppo``: :class:`txrl.learners.ppo.
 :class:`txrl.learners.recurrent_ppo.RecurrentPPOSettings`).
 
 Parsing checks keys, types, ranges and how fields fit together, and needs no torch; the
-checks that need the backbone registry, an env or the device are :mod:`txrl.config.resolve`'s.
+checks that need an env, a built backbone or the device are :mod:`txrl.config.resolve`'s.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
+from txrl.backbones import shared_settings
 from txrl.config.schema import (
     Interval,
     NonNegativeInt,
@@ -123,16 +124,10 @@ class PolicyConfig:
     for ``lstm``): ``error`` names them all; ``drop`` clears them, so switching backbone is
     one override: ``--set policy.backbone=lstm --set policy.inapplicable=drop``."""
 
-    #: Settings of the backbone that are fields here, passed on when not null.
-    BACKBONE_FIELDS: typing.ClassVar[tuple[str, ...]] = (
-        "gate",
-        "gate_bias",
-        "n_layers",
-        "d_model",
-        "n_heads",
-        "memory_length",
-        "hidden_size",
-    )
+    #: Settings of the backbone that are fields here, passed on when not null: those the
+    #: backbones' records share (:func:`txrl.backbones.shared_settings`); the tests check that
+    #: each has its field above.
+    BACKBONE_FIELDS: typing.ClassVar[tuple[str, ...]] = shared_settings()
 
     def backbone_settings(self) -> dict[str, Any]:
         """The backbone settings that were given (not null), merged with ``backbone_kwargs``."""

@@ -1,8 +1,9 @@
 """The memory core: attention, gates, blocks, memory state and backbones. Pure torch.
 
-One transformer stack serves TrXL and the variants: :mod:`txrl.nn.settings` (settings
-checks), :mod:`txrl.nn.attention` (relative attention), :mod:`txrl.nn.blocks` (blocks),
-:mod:`txrl.nn.memory` (the memory state and the layer loop).
+One transformer stack serves TrXL and the variants: :mod:`txrl.nn.attention` (relative
+attention), :mod:`txrl.nn.blocks` (blocks), :mod:`txrl.nn.memory` (the memory state and the
+layer loop). Each backbone's settings, their checks and the registry are torch-free, in
+:mod:`txrl.backbones`; the names below are re-exported from there.
 """
 
 from txrl.nn.gates import GATE_NAMES, make_gate

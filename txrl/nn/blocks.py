@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from txrl.backbones.common import CommonSettings
 from txrl.nn.gates import make_gate
-from txrl.nn.settings import CommonSettings
 
 
 def feed_forward(config: CommonSettings) -> nn.Sequential:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-GATE_NAMES = ("input", "output", "highway", "sigtanh", "gru", "residual")
+from txrl.backbones.trxl import GATE_NAMES
 
 DEFAULT_GATE_BIAS = {
     "gru": 2.0,

@@ -34,7 +34,6 @@ inside. Learners that train on segments of a rollout also use:
 from __future__ import annotations
 
 import abc
-import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -162,70 +161,25 @@ class Backbone(nn.Module, abc.ABC):
 
 
 # ---------------------------------------------------------------------------- registry
+# The registry is torch-free and lives in txrl.backbones (each backbone's settings and the
+# name of its implementation); these names stay importable from here.
+from txrl.backbones import (  # noqa: E402
+    backbone_config_class,
+    backbone_names,
+    build_config,
+    make_backbone,
+    register_backbone,
+)
 
 BackboneFactory = Callable[..., Backbone]
-_REGISTRY: dict[str, tuple[BackboneFactory, type]] = {}
 
-
-def register_backbone(name: str, config_cls: type) -> Callable[[BackboneFactory], BackboneFactory]:
-    """Register ``factory(config) -> Backbone`` under ``name``; ``config_cls`` is a frozen dataclass.
-
-    The extension point for new memory models: a user-defined backbone registered here is
-    usable by every learner and by the configs through its name.
-    """
-
-    def decorate(factory: BackboneFactory) -> BackboneFactory:
-        if name in _REGISTRY:
-            raise ValueError(f"a backbone named {name!r} is already registered")
-        _REGISTRY[name] = (factory, config_cls)
-        return factory
-
-    return decorate
-
-
-def backbone_names() -> list[str]:
-    """Names accepted by :func:`make_backbone`."""
-    _load_builtin()
-    return sorted(_REGISTRY)
-
-
-def backbone_config_class(name: str) -> type:
-    """The frozen config dataclass of backbone ``name``."""
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise ValueError(
-            f"unknown backbone {name!r}; valid backbones: {', '.join(sorted(_REGISTRY))}"
-        )
-    return _REGISTRY[name][1]
-
-
-def make_backbone(name: str, **kwargs: Any) -> Backbone:
-    """Build backbone ``name`` from keyword settings.
-
-    Common settings: ``input_dim, d_model, n_layers, n_heads, memory_length, gate,
-    gate_bias``; each backbone accepts the fields of its config dataclass (see
-    :func:`backbone_config_class`). A setting the backbone does not have is an error that
-    names it and lists the valid ones.
-    """
-    config_cls = backbone_config_class(name)
-    config = build_config(config_cls, kwargs, what=f"backbone {name!r}")
-    factory = _REGISTRY[name][0]
-    return factory(config)
-
-
-def build_config(config_cls: type, kwargs: dict[str, Any], *, what: str) -> Any:
-    """Instantiate dataclass ``config_cls`` from ``kwargs``, naming unknown keys."""
-    valid = [f.name for f in dataclasses.fields(config_cls) if f.init]
-    unknown = sorted(set(kwargs) - set(valid))
-    if unknown:
-        hint = getattr(config_cls, "unknown_hint", "")
-        raise ValueError(
-            f"{what} has no setting {', '.join(map(repr, unknown))}; valid settings: "
-            f"{', '.join(valid)}" + (f" ({hint})" if hint else "")
-        )
-    return config_cls(**kwargs)
-
-
-def _load_builtin() -> None:
-    # The built-in backbones register themselves on import.
-    from txrl.nn import rnn, trxl, variants  # noqa: F401
+__all__ = [
+    "Backbone",
+    "BackboneFactory",
+    "BackboneOutput",
+    "backbone_config_class",
+    "backbone_names",
+    "build_config",
+    "make_backbone",
+    "register_backbone",
+]

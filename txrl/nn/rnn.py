@@ -6,14 +6,13 @@ in force before each step, which is small, so the protocol's default ``state_at`
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
-from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
+from txrl.backbones.rnn import RNNConfig
+from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import detach_state
 
 
@@ -24,28 +23,6 @@ class LSTMState(NamedTuple):
 
 class GRUState(NamedTuple):
     h: torch.Tensor  # (B, L, H)
-
-
-@dataclasses.dataclass(frozen=True)
-class RNNConfig:
-    """Settings of the recurrent baselines; ``hidden_size`` is a synonym of ``d_model``."""
-
-    input_dim: int
-    d_model: int = 128
-    n_layers: int = 1
-    hidden_size: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.hidden_size is not None:
-            if self.d_model not in (128, self.hidden_size):
-                raise ValueError(
-                    f"hidden_size ({self.hidden_size}) and d_model ({self.d_model}) disagree; give one of them"
-                )
-            object.__setattr__(self, "d_model", self.hidden_size)
-        for name in ("input_dim", "d_model", "n_layers"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 class RecurrentBackbone(Backbone):
@@ -105,12 +82,12 @@ class RecurrentBackbone(Backbone):
         return BackboneOutput(torch.cat(outputs), detach_state(state), step_trace, {}, {})
 
 
-def _factory(cell: str) -> Callable[[RNNConfig], RecurrentBackbone]:
-    def build(config: RNNConfig) -> RecurrentBackbone:
-        return RecurrentBackbone(config, cell)
-
-    return build
+# the implementations that the records of txrl.backbones.rnn name
 
 
-register_backbone("lstm", RNNConfig)(_factory("lstm"))
-register_backbone("gru", RNNConfig)(_factory("gru"))
+def build_lstm(config: RNNConfig) -> RecurrentBackbone:
+    return RecurrentBackbone(config, "lstm")
+
+
+def build_gru(config: RNNConfig) -> RecurrentBackbone:
+    return RecurrentBackbone(config, "gru")

@@ -30,9 +30,10 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 from torch.distributions import Categorical
 
+from txrl.backbones import make_backbone, shared_settings
 from txrl.learners import MEMORY_POLICY_NAMES
 from txrl.nn.pair import PairedBackbone
-from txrl.nn.protocol import Backbone, BackboneOutput, make_backbone
+from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import as_state, clone_state
 from txrl.sb3.extractors import SymbolicGridExtractor, grid_convolutions, is_symbolic_grid
 
@@ -40,15 +41,10 @@ from txrl.sb3.extractors import SymbolicGridExtractor, grid_convolutions, is_sym
 TRAINING_PRECISIONS = ("fp32", "bf16")
 CRITIC_MEMORIES = ("shared", "separate")
 
-BACKBONE_KEYS = (
-    "n_layers",
-    "d_model",
-    "n_heads",
-    "memory_length",
-    "gate",
-    "gate_bias",
-    "hidden_size",
-)
+#: Backbone settings the policy takes as keyword arguments of its own (the others come in
+#: ``backbone_kwargs``): those the backbones' records share, as a config's ``policy:``
+#: section does.
+BACKBONE_KEYS: tuple[str, ...] = shared_settings()
 
 
 def _past_offsets(offsets: tuple[int, ...] | list[int]) -> tuple[int, ...]:
@@ -200,7 +196,8 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
 
     :param backbone: a name from ``txrl.backbone_names()``; the alias classes set a default.
     :param n_layers, d_model, n_heads, memory_length, gate, gate_bias, hidden_size: backbone
-        settings; ``None`` keeps the backbone's own default.
+        settings taken by name, those the registry's records share (:data:`BACKBONE_KEYS`,
+        keyword arguments); ``None`` keeps the backbone's own default.
     :param backbone_kwargs: further settings of the chosen backbone (e.g. a variant's own).
     :param training_precision: ``"fp32"``, or ``"bf16"``: the training pass
         (:meth:`evaluate_sequences`) runs the features extractor, backbone and MLPs under
@@ -239,13 +236,6 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         activation_fn: type[nn.Module] = nn.Tanh,
         *,
         backbone: str | None = None,
-        n_layers: int | None = None,
-        d_model: int | None = None,
-        n_heads: int | None = None,
-        memory_length: int | None = None,
-        gate: str | None = None,
-        gate_bias: float | None = None,
-        hidden_size: int | None = None,
         backbone_kwargs: dict[str, Any] | None = None,
         training_precision: str = "fp32",
         predict_past: tuple[int, ...] | list[int] = (),
@@ -270,20 +260,13 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
                 "memory policies share one features extractor between actor and critic (a "
                 "critic with a memory of its own: critic_memory='separate')"
             )
-        given = {
-            "n_layers": n_layers,
-            "d_model": d_model,
-            "n_heads": n_heads,
-            "memory_length": memory_length,
-            "gate": gate,
-            "gate_bias": gate_bias,
-            "hidden_size": hidden_size,
-        }
+        # the shared backbone settings (n_layers, d_model, ...) come as keyword arguments
+        given = {key: kwargs.pop(key) for key in BACKBONE_KEYS if key in kwargs}
         default_optimizer = kwargs.get("optimizer_class", torch.optim.Adam) is torch.optim.Adam
         if kwargs.get("optimizer_kwargs") is None and default_optimizer:
             # SB3's default (Adam, eps 1e-5) with the fused kernel: the same update, about a
-            # tenth off the training pass (bench/throughput.py); safe for the cached keys
-            # because learners call on_parameters_changed after each step
+            # tenth off the training pass (bench/throughput.py); safe for the cached keys,
+            # which see the optimizer's steps, fused ones included (txrl.nn.cache)
             kwargs["optimizer_kwargs"] = {"eps": 1e-5, "fused": True}
         if self.encoder_class(observation_space, kwargs.get("features_extractor_class")) is (
             SymbolicGridExtractor
@@ -378,18 +361,20 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             if p not in ("self",)
         ]
         hidden = {"observation_space", "action_space", "lr_schedule", "use_sde"}
-        return sorted({*own, *base} - hidden)
+        return sorted({*own, *base, *BACKBONE_KEYS} - hidden)
 
     # ------------------------------------------------------------------ memory
 
     def on_parameters_changed(self) -> None:
-        """Drop the backbone's caches derived from the weights; learners call it after each
-        optimizer step (some optimizers, e.g. fused Adam, do not mark the tensors they write)."""
+        """Drop the backbone's caches derived from the weights. They follow optimizer steps
+        (fused Adam's too), loaded weights and copies by themselves (:mod:`txrl.nn.cache`);
+        only a write through ``p.data``, which no version counter records, needs this call."""
         self.backbone.on_parameters_changed()
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        """``nn.Module.load_state_dict``, then drop caches of the old weights (``load``,
-        ``set_parameters`` and target-network copies come through here)."""
+        """``nn.Module.load_state_dict`` (``load``, ``set_parameters`` and target-network
+        copies come through here). Loading empties the caches of the modules it loads by
+        itself (:mod:`txrl.nn.cache`); the call after it only repeats that, at no cost."""
         result = super().load_state_dict(state_dict, strict=strict, assign=assign)
         self.on_parameters_changed()
         return result

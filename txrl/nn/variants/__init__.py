@@ -1,10 +1,5 @@
 """Alternative transformer backbones for ablations, one module per paper.
 
-Importing this package registers every module's backbones with :func:`txrl.make_backbone`.
+Their settings and registry records are in :mod:`txrl.backbones` (one module per family,
+of the same name); :func:`txrl.make_backbone` imports a module here when it builds one.
 """
-
-import importlib
-import pkgutil
-
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")

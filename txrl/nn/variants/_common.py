@@ -4,7 +4,7 @@ Legend: B envs, T steps, L layers (or depth steps), M memory slots, W = M + 1 wi
 positions, K = M + T keys, H heads, E head width, D model width = H * E.
 
 The transformer stack itself is shared with TrXL and lives in public modules, re-exported
-here for the variants: settings (:mod:`txrl.nn.settings`: :class:`CommonSettings`,
+here for the variants: settings (:mod:`txrl.backbones.common`: :class:`CommonSettings`,
 :class:`WindowConfig`, :func:`check_int`, :func:`check_positive`), blocks
 (:mod:`txrl.nn.blocks`: :func:`feed_forward`, :class:`PreNormBlock`), relative attention
 (:mod:`txrl.nn.attention`: :func:`relative_attention`, :func:`split_heads`,
@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from txrl.backbones.common import CommonSettings, WindowConfig, check_int, check_positive
 from txrl.nn.attention import (
     RelativeMultiHeadAttention,
     attention_entropy,
@@ -39,7 +40,6 @@ from txrl.nn.attention import (
 )
 from txrl.nn.blocks import PreNormBlock, feed_forward
 from txrl.nn.memory import LayerMemoryBackbone, MemoryState, MemoryTrace
-from txrl.nn.settings import CommonSettings, WindowConfig, check_int, check_positive
 from txrl.nn.window import episode_time
 
 __all__ = [

@@ -29,45 +29,17 @@ segment memory of eq. (6).
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import ClassVar
 
 import torch
 from torch import nn
 
-from txrl.nn.protocol import register_backbone
+from txrl.backbones.adaptive_span import AdaptiveSpanConfig
 from txrl.nn.variants._common import (
     MaskedRelativeAttention,
     SegmentMemoryTransformer,
-    WindowConfig,
     key_distances,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class AdaptiveSpanConfig(WindowConfig):
-    """Settings of ``adaptive_span``.
-
-    ``span_ramp``: R, the width of the soft mask's ramp in steps (> 0); ``span_init``: the
-    initial span as a fraction of ``memory_length``, in (0, 1).
-    """
-
-    span_ramp: float = 4.0
-    span_init: float = 0.5
-
-    needs_even_width: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        ramp = self.span_ramp
-        if isinstance(ramp, bool) or not isinstance(ramp, int | float) or not ramp > 0:
-            raise ValueError(f"span_ramp must be a number > 0, got {ramp!r}")
-        init = self.span_init
-        if isinstance(init, bool) or not isinstance(init, int | float) or not 0.0 < init < 1.0:
-            raise ValueError(
-                f"span_init must be in (0, 1) (a fraction of memory_length), got {init!r}"
-            )
 
 
 class AdaptiveSpanAttention(MaskedRelativeAttention):
@@ -140,6 +112,5 @@ class AdaptiveSpanTransformer(SegmentMemoryTransformer):
         return {"span_mean": spans.mean(), "span_max": spans.max()}
 
 
-@register_backbone("adaptive_span", AdaptiveSpanConfig)
 def build_adaptive_span(config: AdaptiveSpanConfig) -> AdaptiveSpanTransformer:
     return AdaptiveSpanTransformer(config)

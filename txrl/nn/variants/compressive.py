@@ -58,28 +58,24 @@ function's outputs as they were. With ``trace=True`` a sequence is run one step 
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from txrl.backbones.compressive import CompressiveConfig
 from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.memory import memory_in_use
-from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
+from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.variants import _common
 from txrl.nn.variants._common import (
     PreNormBlock,
-    WindowConfig,
-    check_positive,
     key_distances,
     split_heads,
 )
 from txrl.nn.window import episode_ids, next_valid, slide, window_mask
-
-COMPRESSIONS = ("pool", "conv")
 
 
 class CompressiveState(NamedTuple):
@@ -91,31 +87,6 @@ class CompressiveState(NamedTuple):
     compressed_valid: torch.Tensor  # (B, Mc) bool
     pending: torch.Tensor  # (B, L, P, D) evicted entries awaiting compression, oldest first
     pending_valid: torch.Tensor  # (B, P) bool
-
-
-@dataclasses.dataclass(frozen=True)
-class CompressiveConfig(WindowConfig):
-    """Settings of ``compressive``.
-
-    ``compressed_length``: Mc compressed slots per layer (default 32);
-    ``compression_rate``: c evicted steps per compressed slot (default 3);
-    ``compression``: ``"pool"`` or ``"conv"`` (default ``"conv"``, the paper's best).
-    """
-
-    compressed_length: int = 32
-    compression_rate: int = 3
-    compression: str = "conv"
-
-    needs_even_width: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("compressed_length", self.compressed_length)
-        check_positive("compression_rate", self.compression_rate)
-        if self.compression not in COMPRESSIONS:
-            raise ValueError(
-                f"unknown compression {self.compression!r}; valid compressions: {', '.join(COMPRESSIONS)}"
-            )
 
 
 class Compression(nn.Module):
@@ -414,6 +385,5 @@ class CompressiveTransformer(Backbone):
         return h.transpose(0, 1), new_state, loss_sum, count, out_stats
 
 
-@register_backbone("compressive", CompressiveConfig)
-def _build(config: CompressiveConfig) -> CompressiveTransformer:
+def build_compressive(config: CompressiveConfig) -> CompressiveTransformer:
     return CompressiveTransformer(config)

@@ -45,7 +45,6 @@ F = ``n_features``), independent of how far back the episode goes.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import NamedTuple
 
@@ -53,13 +52,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from txrl.backbones.linear import LinearConfig, PerformerConfig
 from txrl.nn.attention import sinusoid_table
-from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
+from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.variants._common import (
-    CommonSettings,
     PreNormBlock,
-    check_int,
-    check_positive,
     episode_time,
 )
 
@@ -72,51 +69,6 @@ class LinearState(NamedTuple):
     kv: torch.Tensor  # (B, L, H, F, E) S = sum_j phi(k_j) v_j^T over the current episode
     k_sum: torch.Tensor  # (B, L, H, F) z = sum_j phi(k_j)
     steps: torch.Tensor  # (B,) long, steps of the current episode seen so far
-
-
-@dataclasses.dataclass(frozen=True)
-class LinearConfig(CommonSettings):
-    """Settings of ``linear``.
-
-    ``position_encoding``: add the sinusoid of the step's index in its episode to the input
-    embedding. ``chunk_size``: steps per chunk in sequence mode (cost only, not the result).
-    """
-
-    input_dim: int
-    d_model: int = 128
-    n_layers: int = 3
-    n_heads: int = 4
-    d_ff: int | None = None  # width of the position-wise MLP; None means 4 * d_model
-    dropout: float = 0.0
-    position_encoding: bool = True
-    chunk_size: int = 64
-
-    @property
-    def needs_even_width(self) -> bool:  # type: ignore[override]
-        return self.position_encoding
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("chunk_size", self.chunk_size)
-
-
-@dataclasses.dataclass(frozen=True)
-class PerformerConfig(LinearConfig):
-    """Settings of ``performer``: those of ``linear`` plus the random features.
-
-    ``n_features``: m, random features per head (default 64). ``seed``: seed of the fixed
-    feature draw. ``orthogonal``: draw the rows in orthogonal blocks (FAVOR+) rather than
-    i.i.d. Gaussian.
-    """
-
-    n_features: int = 64
-    seed: int = 0
-    orthogonal: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("n_features", self.n_features)
-        check_int("seed", self.seed)
 
 
 # ---------------------------------------------------------------------------- feature maps
@@ -392,13 +344,11 @@ class LinearTransformer(Backbone):
         return BackboneOutput(y, new_state, step_trace, {}, out_stats)
 
 
-@register_backbone("linear", LinearConfig)
-def _build_linear(config: LinearConfig) -> LinearTransformer:
+def build_linear(config: LinearConfig) -> LinearTransformer:
     if isinstance(config, PerformerConfig):
         raise ValueError("backbone 'linear' takes a LinearConfig; use backbone 'performer'")
     return LinearTransformer(config, "elu")
 
 
-@register_backbone("performer", PerformerConfig)
-def _build_performer(config: PerformerConfig) -> LinearTransformer:
+def build_performer(config: PerformerConfig) -> LinearTransformer:
     return LinearTransformer(config, "favor")

@@ -31,7 +31,6 @@ cached stop-gradient layer inputs of the last M steps, in the identity-map-reord
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -39,26 +38,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.nn.protocol import register_backbone
+from txrl.backbones.linformer import LinformerConfig
 from txrl.nn.variants._common import (
     ProjectedAttention,
     SegmentMemoryTransformer,
-    WindowConfig,
     attention_entropy,
-    check_int,
     window_validity,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class LinformerConfig(WindowConfig):
-    """Settings of ``linformer``; ``proj_dim`` is k, the projected length (>= 1)."""
-
-    proj_dim: int = 16
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("proj_dim", self.proj_dim, 1)
 
 
 def banded(per_window: torch.Tensor) -> torch.Tensor:
@@ -133,6 +119,5 @@ class LinformerTransformer(SegmentMemoryTransformer):
         return [window_validity(allowed, self.memory_length)] * len(self.blocks)
 
 
-@register_backbone("linformer", LinformerConfig)
 def build_linformer(config: LinformerConfig) -> LinformerTransformer:
     return LinformerTransformer(config)

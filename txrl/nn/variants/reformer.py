@@ -42,7 +42,6 @@ and env, and :meth:`Reformer.state_at` rebuilds the window from it as for TrXL.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import NamedTuple
 
@@ -50,11 +49,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from txrl.backbones.reformer import ReformerConfig
 from txrl.nn.memory import LayerMemoryBackbone, MemoryState, MemoryTrace, memory_in_use
-from txrl.nn.protocol import BackboneOutput, register_backbone
+from txrl.nn.protocol import BackboneOutput
 from txrl.nn.variants._common import (
-    WindowConfig,
-    check_int,
     feed_forward,
     key_distances,
     merge_heads,
@@ -72,26 +70,6 @@ class LSHOutput(NamedTuple):
     values: torch.Tensor  # (B, K, D)
     weights: torch.Tensor | None  # (B, H, T, K) attention weights, when asked for
     allowed: torch.Tensor | None  # (B, H, T, K) which pairs may attend, when asked for
-
-
-@dataclasses.dataclass(frozen=True)
-class ReformerConfig(WindowConfig):
-    """Settings of ``reformer``.
-
-    ``n_buckets``: hash buckets per head (even, default 4); ``seed``: seed of the fixed
-    random rotations.
-    """
-
-    n_buckets: int = 4
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not isinstance(self.n_buckets, int) or self.n_buckets < 2 or self.n_buckets % 2:
-            raise ValueError(
-                f"n_buckets must be an even int >= 2 (h(x) = argmax([xR; -xR])), got {self.n_buckets!r}"
-            )
-        check_int("seed", self.seed)
 
 
 class LSHAttention(nn.Module):
@@ -309,6 +287,5 @@ class Reformer(LayerMemoryBackbone):
         return BackboneOutput(output.transpose(0, 1), new_state, step_trace, {}, out_stats)
 
 
-@register_backbone("reformer", ReformerConfig)
-def _build(config: ReformerConfig) -> Reformer:
+def build_reformer(config: ReformerConfig) -> Reformer:
     return Reformer(config)

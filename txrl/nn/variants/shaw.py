@@ -27,35 +27,21 @@ inputs of the last M steps and the current ones
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.nn.protocol import register_backbone
+from txrl.backbones.shaw import ShawConfig
 from txrl.nn.variants._common import (
     ProjectedAttention,
     SegmentMemoryTransformer,
-    WindowConfig,
     attention_entropy,
-    check_int,
     key_distances,
     merge_heads,
     split_heads,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class ShawConfig(WindowConfig):
-    """Settings of ``shaw``; ``clip`` is k of eq. (2): distances >= k share an embedding."""
-
-    clip: int = 16
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("clip", self.clip, 0)
 
 
 class RelationAwareAttention(ProjectedAttention):
@@ -120,6 +106,5 @@ class ShawTransformer(SegmentMemoryTransformer):
         )
 
 
-@register_backbone("shaw", ShawConfig)
 def build_shaw(config: ShawConfig) -> ShawTransformer:
     return ShawTransformer(config)

@@ -36,59 +36,16 @@ over the window (the point here is the connectivity, not block-sparse kernels).
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from txrl.nn.protocol import register_backbone
+from txrl.backbones.sparse import SparseConfig
 from txrl.nn.variants._common import (
     MaskedRelativeAttention,
     SegmentMemoryTransformer,
-    WindowConfig,
-    check_int,
     key_distances,
 )
-
-PATTERNS = ("strided", "fixed")
-COMBINE_MODES = ("heads", "union", "layers")
-
-
-@dataclasses.dataclass(frozen=True)
-class SparseConfig(WindowConfig):
-    """Settings of ``sparse_strided`` and ``sparse_fixed``.
-
-    ``stride``: l (None: round(sqrt(memory_length + 1)), at least 1); ``summary``: c, the
-    summary steps per block of the fixed pattern (1 <= c <= l); ``combine``: ``"heads"``,
-    ``"union"`` or ``"layers"`` (module docstring).
-    """
-
-    stride: int | None = None
-    summary: int = 1
-    combine: str = "heads"
-
-    needs_even_width: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.stride is not None:
-            check_int("stride", self.stride, 1)
-        check_int("summary", self.summary, 1)
-        if self.summary > self.stride_length:
-            raise ValueError(
-                f"summary ({self.summary}) must be at most the stride ({self.stride_length})"
-            )
-        if self.combine not in COMBINE_MODES:
-            raise ValueError(f"unknown combine {self.combine!r}; valid: {', '.join(COMBINE_MODES)}")
-
-    @property
-    def stride_length(self) -> int:
-        """l: ``stride``, or round(sqrt(memory_length + 1)) when None."""
-        if self.stride is not None:
-            return self.stride
-        return max(1, round(math.sqrt(self.memory_length + 1)))
 
 
 def strided_patterns(distance: torch.Tensor, stride: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -173,12 +130,12 @@ class SparseTransformer(SegmentMemoryTransformer):
         return [per_head[:, which]] * n_layers  # (B, H, T, K)
 
 
-def _factory(pattern: str) -> Callable[[SparseConfig], SparseTransformer]:
-    def build(config: SparseConfig) -> SparseTransformer:
-        return SparseTransformer(config, pattern)
-
-    return build
+# the implementations that the records of txrl.backbones.sparse name
 
 
-for _pattern in PATTERNS:
-    register_backbone(f"sparse_{_pattern}", SparseConfig)(_factory(_pattern))
+def build_sparse_strided(config: SparseConfig) -> SparseTransformer:
+    return SparseTransformer(config, "strided")
+
+
+def build_sparse_fixed(config: SparseConfig) -> SparseTransformer:
+    return SparseTransformer(config, "fixed")

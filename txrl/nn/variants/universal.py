@@ -46,20 +46,18 @@ Trace: the depth-step inputs of each step, N * D numbers per step and env, from 
 
 from __future__ import annotations
 
-import dataclasses
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
+from txrl.backbones.universal import UniversalConfig
 from txrl.nn.attention import RelativeMultiHeadAttention, sinusoid_table
 from txrl.nn.memory import MemoryState, MemoryTrace, memory_in_use
-from txrl.nn.protocol import BackboneOutput, register_backbone
+from txrl.nn.protocol import BackboneOutput
 from txrl.nn.variants._common import (
-    CommonSettings,
     LayerMemoryBackbone,
     PreNormBlock,
-    check_positive,
 )
 from txrl.nn.window import window_mask
 
@@ -78,34 +76,6 @@ class ACTResult(NamedTuple):
     remainder: torch.Tensor  # (B, T) R
     ponder: torch.Tensor  # (B, T) rho = N + R
     attention_entropy: torch.Tensor | None
-
-
-@dataclasses.dataclass(frozen=True)
-class UniversalConfig(CommonSettings):
-    """Settings of ``universal``.
-
-    ``max_steps``: the most depth steps N (default 4); ``act_epsilon``: eps of the halting
-    threshold 1 - eps (default 0.01); ``halting_bias``: initial b_h (default 1.0, so that
-    pondering starts short).
-    """
-
-    input_dim: int
-    d_model: int = 128
-    n_heads: int = 4
-    memory_length: int = 64
-    max_steps: int = 4
-    act_epsilon: float = 0.01
-    halting_bias: float = 1.0
-    d_ff: int | None = None  # width of the transition MLP; None means 4 * d_model
-    dropout: float = 0.0
-
-    needs_even_width: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("max_steps", self.max_steps)
-        if not 0.0 < self.act_epsilon < 1.0:
-            raise ValueError(f"act_epsilon must be in (0, 1), got {self.act_epsilon!r}")
 
 
 class SharedLayer(PreNormBlock):
@@ -241,6 +211,5 @@ class UniversalTransformer(LayerMemoryBackbone):
         )
 
 
-@register_backbone("universal", UniversalConfig)
-def _build(config: UniversalConfig) -> UniversalTransformer:
+def build_universal(config: UniversalConfig) -> UniversalTransformer:
     return UniversalTransformer(config)

@@ -30,7 +30,6 @@ embedded input, so :meth:`VanillaTransformer.state_at` rebuilds the window with
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -38,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from txrl.nn.attention import sinusoid_table
-from txrl.nn.protocol import Backbone, BackboneOutput, register_backbone
+from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.variants._common import (
     PreNormBlock,
     ProjectedAttention,
@@ -187,17 +186,17 @@ class VanillaTransformer(Backbone):
         return VanillaState(inputs, valid)
 
 
-def _vanilla_factory(position: str) -> Callable[[WindowConfig], VanillaTransformer]:
-    def build(config: WindowConfig) -> VanillaTransformer:
-        if position == "sinusoid" and config.d_model % 2:
-            raise ValueError(
-                f"backbone 'transformer' needs an even d_model for the sinusoid encoding, got "
-                f"{config.d_model}; use 'transformer_learned_pe' for an odd width"
-            )
-        return VanillaTransformer(config, position)
-
-    return build
+# the implementations that the records of txrl.backbones.vanilla name
 
 
-register_backbone("transformer", WindowConfig)(_vanilla_factory("sinusoid"))
-register_backbone("transformer_learned_pe", WindowConfig)(_vanilla_factory("learned"))
+def build_transformer(config: WindowConfig) -> VanillaTransformer:
+    if config.d_model % 2:
+        raise ValueError(
+            f"backbone 'transformer' needs an even d_model for the sinusoid encoding, got "
+            f"{config.d_model}; use 'transformer_learned_pe' for an odd width"
+        )
+    return VanillaTransformer(config, "sinusoid")
+
+
+def build_transformer_learned_pe(config: WindowConfig) -> VanillaTransformer:
+    return VanillaTransformer(config, "learned")

@@ -3,12 +3,19 @@
 Every transformer config (TrXL's and the variants') is a frozen dataclass that inherits
 :class:`CommonSettings`, so a bad width, head count, memory length, MLP width or dropout gets
 the same error naming the setting, its value and what is valid, whichever backbone it is.
+No torch: the config checks read these classes, and :mod:`txrl.nn` builds from them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, ClassVar
+
+from txrl.backbones import BackboneRecord, setting_names
+
+#: The transformer settings a config's ``policy:`` section takes by name (the others of a
+#: backbone go in ``policy.backbone_kwargs``).
+TRANSFORMER_SHARED = ("n_layers", "d_model", "n_heads", "memory_length")
 
 
 def check_int(name: str, value: Any, minimum: int | None = None, rule: str | None = None) -> None:
@@ -90,3 +97,12 @@ class WindowConfig(CommonSettings):
     memory_length: int = 64
     d_ff: int | None = None
     dropout: float = 0.0
+
+
+def transformer_record(name: str, settings: type, implementation: str) -> BackboneRecord:
+    """The record of a transformer backbone: those of :data:`TRANSFORMER_SHARED` that its
+    ``settings`` have are shared (``universal`` has no ``n_layers``, ``linear`` no
+    ``memory_length``)."""
+    fields = setting_names(settings)
+    shared = tuple(key for key in TRANSFORMER_SHARED if key in fields)
+    return BackboneRecord(name, settings, implementation, shared)
