@@ -67,7 +67,7 @@ def mark_finished(record: Path) -> list[Path]:
     return marked
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("study", type=Path, help="the --out folder of txrl compare")
     parser.add_argument("dest", type=Path, nargs="?", help="the results/<name> folder")
@@ -76,7 +76,7 @@ def main() -> None:
         action="store_true",
         help="only mark the finished runs of the record STUDY (see above)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.mark_finished:
         marked = mark_finished(args.study)
         print(f"marked {len(marked)} finished runs in {args.study}")

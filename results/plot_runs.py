@@ -46,14 +46,14 @@ def _atomic_write(path: Path, write) -> None:
             os.remove(tmp)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories of txrl train")
     parser.add_argument("--out", type=Path, required=True, help="folder for curves.png, summary.md")
     parser.add_argument(
         "--title", default=None, help="figure title (default: the out folder's name)"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     names = [run.name for run in args.runs]
     if len(set(names)) < len(names):  # e.g. <variant>/seed_<s> of a compare study

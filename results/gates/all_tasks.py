@@ -62,12 +62,12 @@ def normalised(config: dict, runs: dict[tuple[str, str], dict[int, float]]) -> N
                     seeds[seed] = 0.0 if high == low else (v - low) / (high - low)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("studies", nargs="+", help="study folders, each FOLDER or NAME=FOLDER")
     parser.add_argument("--out", type=Path, required=True, help="the Markdown file to write")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     reference: dict[str, float] = {}
     scores: dict[tuple[str, str], dict[int, float]] = {}

@@ -20,6 +20,7 @@ from txrl.rundir import read_eval_log
 
 
 def read_log(path: Path, metric: str) -> list[tuple[int, float]]:
+    """``(env steps, metric)`` of each evaluation in the log at ``path``."""
     return [(r["timesteps"], r[metric]) for r in read_eval_log(path)]
 
 
@@ -44,10 +45,10 @@ def run_row(values: list[tuple[int, float]], threshold: float) -> tuple[str, str
     return f"{step / 1000:.0f}k", lowest, below, final
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study", type=Path, help="a study folder (compare.yaml and runs/)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     config = yaml.safe_load((args.study / "compare.yaml").read_text())
     metric, threshold = config.get("metric", "success_rate"), float(config["threshold"])
     (axis,) = config["axes"]  # one axis: its labels in the config's order

@@ -6,8 +6,9 @@ arguments given as JSON override the learner's defaults, ``env`` the T-maze's kw
     python results/vmpo_defaults/probe.py '{"env": {"length": 10}, "seed": 1}'
     python results/vmpo_defaults/probe.py '{"env": {"length": 10}, "learning_rate": 1e-4, "n_epochs": 1}'
 
-Each line: env steps, greedy success over 100 episodes, the multipliers and the KL of the
-last update, and env steps/s.
+Each line (every ``every`` env steps, 10k unless set; ``budget`` 100k unless set): env
+steps, greedy success over 100 episodes, the multipliers and the KL of the last update, and
+env steps/s.
 """
 
 from __future__ import annotations
@@ -44,12 +45,14 @@ def success_rate(model: VMPO, env_kwargs: dict) -> float:
     return sum(outcomes) / len(outcomes)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
-    overrides = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    argv = sys.argv[1:] if argv is None else argv
+    overrides = json.loads(argv[0]) if argv else {}
     env_kwargs = overrides.pop("env", {"length": 10})
     budget = overrides.pop("budget", 100_000)
     seed = overrides.pop("seed", 0)
+    every = overrides.pop("every", 10_000)
     model = VMPO(
         "MlpGTrXLPolicy",
         passive_tmaze(8, seed, **env_kwargs),
@@ -57,7 +60,7 @@ def main() -> None:
     )
     start = time.time()
     while model.num_timesteps < budget:
-        model.learn(10_000, reset_num_timesteps=False)
+        model.learn(every, reset_num_timesteps=False)
         logged = model.logger.name_to_value
         stats = {k: round(float(logged[k]), 4) for k in ("train/eta", "train/alpha", "train/kl")}
         rate = model.num_timesteps / (time.time() - start)

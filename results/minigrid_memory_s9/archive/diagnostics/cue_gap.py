@@ -27,14 +27,14 @@ def cue_wrapper(env: gym.Env) -> MemoryStepsInfo:
     return env
 
 
-def main() -> None:
+def main(episodes: int = EPISODES) -> None:
     env = gym.make("txrl/MiniGrid-MemoryS9-v0", actions=["left", "right", "forward"])
     steps_info = cue_wrapper(env)
     rng = np.random.default_rng(0)
     for p_forward in (1 / 3, 0.5, 0.7, 0.9):
         probs = np.array([(1 - p_forward) / 2, (1 - p_forward) / 2, p_forward])
         decided, gaps, lengths = 0, [], []
-        for _ in range(EPISODES):
+        for _ in range(episodes):
             env.reset(seed=int(rng.integers(1 << 30)))
             grid = env.unwrapped
             last_seen = 0 if steps_info._cue_in_view(grid.gen_obs()) else None
@@ -52,9 +52,9 @@ def main() -> None:
                     gaps.append(info["decision_step"] - last_seen)
         gap = np.array(gaps)
         print(
-            f"P(forward) {p_forward:.2f}: decided {decided / EPISODES:.2f}, object seen before "
-            f"the decision {len(gap) / EPISODES:.2f} (within 32 steps of it "
-            f"{np.sum(gap <= 32) / EPISODES:.2f}), gap median {np.median(gap):.0f}, "
+            f"P(forward) {p_forward:.2f}: decided {decided / episodes:.2f}, object seen before "
+            f"the decision {len(gap) / episodes:.2f} (within 32 steps of it "
+            f"{np.sum(gap <= 32) / episodes:.2f}), gap median {np.median(gap):.0f}, "
             f"mean episode length {np.mean(lengths):.0f}"
         )
 

@@ -11,6 +11,15 @@ logistic regression (5-fold cross-validated, features standardised) is asked to 
 it (a) the start room's object, (b) the faced object and (c) whether they match. Printed
 per checkpoint: success from x = 1, P(forward) when the faced object matches and when it
 does not, and the three probe accuracies (0.5 is chance; the labels are balanced).
+
+The library's probe, ``txrl inspect CHECKPOINT --probe TARGET --probe-align decision``
+(``txrl/inspect/probe.py``), does the general part of this (held-out probes of every layer's
+output at each step up to the decision, beside the observation alone as the no-memory
+control) for the targets an env reports: ``success``, ``info:KEY``, ``obs:INDEX``, and ``cue``
+where the env says what its cue was. MiniGrid-MemoryS9 reports when the start room's object
+is seen (``cue_step``) but not which object it is, so the probes of the start room's object,
+the faced object and their match exist only here; the script is kept, runnable, as the
+record of the numbers in ``../../results.md`` and for those three probes.
 """
 
 from __future__ import annotations

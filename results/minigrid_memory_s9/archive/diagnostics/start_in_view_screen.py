@@ -3,7 +3,7 @@
 MiniGrid-MemoryS9 with every episode started at x = 1, facing east, where the start room's
 object is in view at reset (one start in six in the real task), 3 moves. The recipe's model
 and PPO settings unless an option changes them; greedy success over 40 episodes every 12.8k
-env steps until the first evaluation at >= 0.9 or the budget. One JSON line per run:
+env steps (``--every``) until the first evaluation at >= 0.9 or the budget. One JSON line per run:
 
     python results/minigrid_memory_s9/archive/diagnostics/start_in_view_screen.py --seed 0 --lr 2e-3 --tag lr2e-3
 
@@ -28,7 +28,7 @@ from txrl import MemoryPPO
 from txrl.envs import PreviousActionReward
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -42,8 +42,9 @@ def main() -> None:
     parser.add_argument("--gate-bias", type=float, default=None, help="the GRU gate's b_g")
     parser.add_argument("--vf-coef", type=float, default=0.5)
     parser.add_argument("--budget", type=int, default=150_000)
+    parser.add_argument("--every", type=int, default=12_800, help="env steps between evaluations")
     parser.add_argument("--tag", default="")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
     def make() -> gym.Env:
@@ -75,7 +76,7 @@ def main() -> None:
     eval_env = make_vec_env(make, n_envs=8, seed=10_000 + args.seed)
     began, curve, solved = time.time(), [], None
     while model.num_timesteps < args.budget and solved is None:
-        model.learn(max(12_800, 128 * args.n_envs), reset_num_timesteps=False)
+        model.learn(max(args.every, 128 * args.n_envs), reset_num_timesteps=False)
         obs, state, starts, successes = eval_env.reset(), None, np.ones(8, bool), []
         for _ in range(120):  # a greedy policy that turns in place never ends: a failure
             action, state = model.predict(

@@ -1,0 +1,394 @@
+"""The scripts under ``results/`` that draw or summarise the committed studies still run
+against the library, and still give what the committed files say they gave.
+
+Each script is loaded from its file and its main function run in this process on a committed
+study (or a copy of one in a temporary folder), so a change in ``txrl`` that breaks a script
+breaks a test here.
+"""
+
+from __future__ import annotations
+
+import csv
+import filecmp
+import importlib.util
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from stable_baselines3.common.env_util import make_vec_env
+
+import txrl.envs  # noqa: F401 - registers the tasks
+from txrl import MemoryPPO
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+DIAGNOSTICS = "minigrid_memory_s9/archive/diagnostics"
+#: A small committed study: two runs of ``txrl compare`` with their summaries.
+SMALL_STUDY = RESULTS / "minigrid_memory_s9" / "archive" / "screen_memory64"
+S9 = "txrl/MiniGrid-MemoryS9-v0"
+MOVES = ["left", "right", "forward"]
+
+
+def load(script: str) -> ModuleType:
+    """The script ``results/<script>`` as a module; its folder goes on ``sys.path`` first, as
+    when it is run as ``python results/<script>`` (the diagnostics import each other)."""
+    path = RESULTS / script
+    name = "results_script_" + re.sub(r"\W", "_", script.removesuffix(".py"))
+    if name in sys.modules:
+        return sys.modules[name]
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def test_every_script_under_results_is_loaded_by_a_test_here() -> None:
+    """A script added to ``results/`` gets a test in this file that loads it."""
+    text = Path(__file__).read_text().replace("{DIAGNOSTICS}", DIAGNOSTICS)
+    loaded = set(re.findall(r'load\(f?"([\w./-]+\.py)"\)', text))
+    scripts = {p.relative_to(RESULTS).as_posix() for p in RESULTS.rglob("*.py")}
+    assert len(scripts) >= 12 and sorted(scripts - loaded) == []
+
+
+# ---------------------------------------------------------------------------- collect_study.py
+# and plot_runs.py
+
+
+def _copy_study(tmp_path: Path) -> Path:
+    """A ``txrl compare --out`` folder: the small study, plus what a run leaves that is not
+    to be kept (a checkpoint, TensorBoard events)."""
+    study = tmp_path / "study"
+    shutil.copytree(SMALL_STUDY, study, ignore=shutil.ignore_patterns("per_run"))
+    for run in study.glob("runs/*/seed_*"):
+        (run / "model.zip").write_bytes(b"checkpoint")
+        (run / "tb").mkdir()
+        (run / "tb" / "events.out.tfevents.0").write_bytes(b"events")
+    return study
+
+
+def test_collect_study_copies_the_study_and_draws_its_runs(tmp_path: Path) -> None:
+    collect = load("collect_study.py")
+    study, dest = _copy_study(tmp_path), tmp_path / "results" / "copy"
+    collect.main([str(study), str(dest)])
+
+    for name in collect.SUMMARY_FILES:
+        assert (dest / name).exists() == (study / name).exists(), name
+        if (study / name).exists():
+            assert filecmp.cmp(study / name, dest / name, shallow=False), name
+    runs = sorted(p.relative_to(study) for p in study.glob("runs/*/seed_*"))
+    assert runs and sorted(p.relative_to(dest) for p in dest.glob("runs/*/seed_*")) == runs
+    for run in runs:
+        kept = sorted(p.name for p in (dest / run).iterdir())
+        assert kept == sorted(n for n in collect.RUN_FILES if (study / run / n).exists())
+        assert "model.zip" not in kept and "tb" not in kept
+    # per_run/: plot_runs.py's table of the copies, as committed beside the study
+    assert (dest / "per_run" / "curves.png").stat().st_size > 0
+    assert (dest / "per_run" / "summary.md").read_text() == (
+        SMALL_STUDY / "per_run" / "summary.md"
+    ).read_text()
+
+
+def test_collect_study_marks_only_runs_that_reached_their_budget(tmp_path: Path) -> None:
+    collect = load("collect_study.py")
+    record = tmp_path / "record"
+    shutil.copytree(SMALL_STUDY, record)
+    for mark in record.glob("runs/*/seed_*/finished.json"):
+        mark.unlink()
+    cut, whole = sorted(record.glob("runs/*/seed_*"))
+    log = cut / "eval.jsonl"
+    log.write_text(log.read_text().splitlines(keepends=True)[0])  # stopped after one
+
+    assert collect.mark_finished(record) == [whole]
+    written = json.loads((whole / "finished.json").read_text())
+    last = json.loads((whole / "eval.jsonl").read_text().splitlines()[-1])
+    assert written["timesteps"] == last["timesteps"] and "collect_study.py" in written["from"]
+    assert not (cut / "finished.json").exists()
+    assert collect.mark_finished(record) == []  # a marked run is left as it is
+
+
+def test_collect_study_without_a_destination_says_what_is_missing(tmp_path: Path) -> None:
+    collect = load("collect_study.py")
+    with pytest.raises(SystemExit):
+        collect.main([str(tmp_path)])
+
+
+def test_plot_runs_reproduces_the_committed_summary(tmp_path: Path) -> None:
+    plot = load("plot_runs.py")
+    logs = RESULTS / "minigrid_memory_s9" / "archive" / "logs"
+    runs = sorted(logs.glob("s9-*")) + sorted(logs.glob("tune3-*"))
+    plot.main([*map(str, runs), "--out", str(tmp_path)])
+    assert (tmp_path / "summary.md").read_text() == (logs / "summary.md").read_text()
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    with pytest.raises(FileNotFoundError, match=r"no eval\.jsonl"):
+        plot.read_evals(tmp_path)
+
+
+# ---------------------------------------------------------------------------- tb_scalars.py
+
+
+def test_tb_scalars_exports_resumed_runs_thinned(tmp_path: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    tb_scalars = load("tb_scalars.py")
+    run = tmp_path / "variant" / "seed_0"
+    for part, steps in enumerate((range(0, 6), range(4, 10))):  # a resumed run: two files
+        writer = SummaryWriter(str(run / "tb" / f"part_{part}"))
+        for step in steps:
+            writer.add_scalar("train/loss", 100 * part + step, step)
+        writer.close()
+    out = tmp_path / "scalars.csv"
+    tb_scalars.main([str(run), "--out", str(out), "--tags", "train/loss", "--every", "4"])
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["run"], r["tag"]) for r in rows] == [("seed_0", "train/loss")] * 4
+    # steps 0, 4, 8 and the last; from step 4 on the later file's values
+    assert [(int(r["step"]), float(r["value"])) for r in rows] == [
+        (0, 0.0),
+        (4, 104.0),
+        (8, 108.0),
+        (9, 109.0),
+    ]
+    tb_scalars.main([str(run), "--out", str(out), "--tags", "train/loss", "--qualify"])
+    assert next(csv.DictReader(out.open()))["run"] == "variant/seed_0"
+    with pytest.raises(KeyError, match="no scalars logged under rollout/ep_rew_mean"):
+        tb_scalars.read_scalars(run, ["rollout/ep_rew_mean"])
+    with pytest.raises(FileNotFoundError, match="no tb/ event files"):
+        tb_scalars.read_scalars(tmp_path, ["train/loss"])
+    with pytest.raises(SystemExit):
+        tb_scalars.main([str(run), "--out", str(out), "--tags", "train/loss", "--every", "0"])
+
+
+# ---------------------------------------------------------------------------- gates/
+
+
+#: The memories of results/gates/minigrid/README.md's table, by their labels in compare.yaml.
+GATE_NAMES = {
+    "Highway gate": "highway",
+    "LSTM (txrl)": "lstm",
+    "GRU (txrl RNN)": "gru_rnn",
+    "TrXL-I": "trxl_i",
+    "Input gate": "input",
+    "GRU gate (b_g = 2)": "gru",
+    "Output gate": "output",
+    "SigTanh gate": "sigtanh",
+    "TrXL (no gate)": "trxl",
+}
+
+
+def _markdown_rows(text: str, header_start: str) -> list[list[str]]:
+    """The cells of the rows of the first Markdown table whose header starts so."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_stability_gives_the_table_the_minigrid_readme_cites(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stability = load("gates/stability.py")
+    study = RESULTS / "gates" / "minigrid"
+    stability.main([str(study)])
+    printed = capsys.readouterr().out
+    per_run = _markdown_rows(printed, "| memory | seed |")
+    per_memory = {r[0]: r for r in _markdown_rows(printed, "| memory | seeds reaching")}
+    readme = _markdown_rows((study / "README.md").read_text(), "| memory | final success")
+    assert sorted(GATE_NAMES) == sorted(r[0] for r in readme)
+    for row in readme:
+        label = GATE_NAMES[row[0]]
+        firsts = [r[2] for r in per_run if r[0] == label]  # seeds in the config's order
+        finals = [r[5] for r in per_run if r[0] == label]
+        assert ", ".join(firsts) == row[4], row[0]
+        assert ", ".join(finals) == row[1], row[0]
+        below, lowest = per_memory[label][2].split(" ")[0], per_memory[label][3]
+        assert row[5].replace("**", "") == f"{below} ({lowest})", row[0]
+
+
+def test_stability_counts_evaluations_after_the_first_at_threshold() -> None:
+    stability = load("gates/stability.py")
+    values = [(25_000, 0.2), (50_000, 0.95), (75_000, 0.5), (100_000, 0.91)]
+    assert stability.after_first(values, 0.9) == (50_000, [0.5, 0.91])
+    assert stability.run_row(values, 0.9) == ("50k", "0.50", "1/2", "0.91")
+    assert stability.run_row(values[:1], 0.9) == ("never", "–", "–", "0.20")
+
+
+@pytest.mark.slow  # 2000 bootstrap resamples per interval, as the committed file was made
+def test_all_tasks_reproduces_the_committed_four_task_ranking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    all_tasks = load("gates/all_tasks.py")
+    gates = RESULTS / "gates"
+    out = tmp_path / "all_tasks_4.md"
+    all_tasks.main(
+        [
+            f"tmaze_long={gates}",
+            f"minigrid_s9={gates / 'minigrid'}",
+            str(gates / "popgym"),
+            "--out",
+            str(out),
+        ]
+    )
+    assert out.read_bytes() == (gates / "all_tasks_4.md").read_bytes()
+    assert capsys.readouterr().out.strip() == out.read_text().strip()
+
+
+def test_all_tasks_needs_three_memories_on_every_task(tmp_path: Path) -> None:
+    all_tasks = load("gates/all_tasks.py")
+    study = tmp_path / "two"
+    study.mkdir()
+    shutil.copy(RESULTS / "gates" / "compare.yaml", study / "compare.yaml")
+    with (RESULTS / "gates" / "runs.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    with (study / "runs.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["variant"] in ("gru", "trxl"))
+    with pytest.raises(SystemExit, match="need >= 3 memories finished on every task"):
+        all_tasks.main([f"t={study}", "--out", str(tmp_path / "out.md"), "--reps", "10"])
+    assert not (tmp_path / "out.md").exists()
+
+
+# ---------------------------------------------------------------------------- vmpo_defaults/
+
+
+def test_vmpo_defaults_probe_prints_one_line_an_evaluation(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    probe = load("vmpo_defaults/probe.py")
+    small = {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 8}
+    overrides = {
+        "env": {"length": 2},
+        "budget": 128,
+        "every": 64,
+        "n_steps": 8,
+        "segment_length": 8,
+    }
+    probe.main([json.dumps(overrides | {"batch_size": 32, "policy_kwargs": small})])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [int(line.split()[0]) for line in lines] == [64, 128]
+    for line in lines:
+        match = re.fullmatch(r"\d+ ([\d.]+) (\{.*\}) \d+ steps/s", line)
+        assert match is not None, line
+        assert 0.0 <= float(match.group(1)) <= 1.0
+        assert set(eval(match.group(2))) == {"train/eta", "train/alpha", "train/kl"}
+
+
+# ---------------------------------------------------------------------------- S9 diagnostics
+
+
+@pytest.fixture(scope="module")
+def s9_model() -> MemoryPPO:
+    """An untrained MemoryPPO of the diagnostics' shape (one GTrXL layer) on S9's 3 moves."""
+    env = make_vec_env(lambda: gym.make(S9, actions=MOVES), n_envs=1, seed=0)
+    small = {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 8, "gate": "gru"}
+    return MemoryPPO(
+        "MlpGTrXLPolicy", env, n_steps=8, batch_size=8, segment_length=8, policy_kwargs=small
+    )
+
+
+def test_cue_gap_prints_a_line_per_forward_probability(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cue_gap = load(f"{DIAGNOSTICS}/cue_gap.py")
+    cue_gap.main(episodes=4)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "P(forward) 0.33",
+        "P(forward) 0.50",
+        "P(forward) 0.70",
+        "P(forward) 0.90",
+    ]
+
+
+def test_start_in_view_starts_with_the_object_in_view() -> None:
+    start_in_view = load(f"{DIAGNOSTICS}/start_in_view.py")
+    cue_gap = load(f"{DIAGNOSTICS}/cue_gap.py")
+    env = start_in_view.make()
+    for seed in range(3):
+        obs, _ = env.reset(seed=seed)
+        grid = env.unwrapped
+        assert tuple(grid.agent_pos) == (1, grid.height // 2)
+        assert cue_gap.cue_wrapper(env)._cue_in_view(grid.gen_obs())
+        assert obs.shape == env.observation_space.shape
+
+
+def test_start_in_view_screen_prints_its_run_as_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    screen = load(f"{DIAGNOSTICS}/start_in_view_screen.py")
+    screen.main(
+        [
+            "--seed",
+            "3",
+            "--n-envs",
+            "2",
+            "--batch",
+            "128",
+            "--epochs",
+            "1",
+            "--d-model",
+            "16",
+            "--budget",
+            "256",
+            "--every",
+            "256",
+            "--tag",
+            "tiny",
+        ]
+    )
+    line = json.loads(capsys.readouterr().out)
+    assert line["tag"] == "tiny" and line["seed"] == 3
+    assert [steps for steps, _ in line["curve"]] == [256]
+    assert 0.0 <= line["curve"][0][1] <= 1.0
+    assert line["solved_at"] in (None, 256)
+
+
+def test_success_by_start_cell_plays_from_the_cell_asked(s9_model: MemoryPPO) -> None:
+    by_cell = load(f"{DIAGNOSTICS}/success_by_start_cell.py")
+    env = gym.make(S9, actions=MOVES, max_steps=12)
+    rate = by_cell.success_from(s9_model, env, start_x=3, episodes=2)
+    assert rate in (0.0, 0.5, 1.0)
+    assert env.unwrapped.step_count <= 12
+
+
+def test_decision_probe_reads_a_separable_label_and_not_noise() -> None:
+    decision_probe = load(f"{DIAGNOSTICS}/decision_probe.py")
+    rng = np.random.default_rng(0)
+    labels = np.arange(100) % 2 == 0
+    features = rng.normal(size=(100, 4))
+    features[:, 0] += 4 * labels
+    assert decision_probe.probe_accuracy(features, labels) > 0.9
+    noise = rng.normal(size=(100, 4))
+    assert decision_probe.probe_accuracy(noise, labels) < 0.75
+
+
+def test_attention_probe_plays_an_episode_and_counts_moves(s9_model: MemoryPPO) -> None:
+    attention_probe = load(f"{DIAGNOSTICS}/attention_probe.py")
+    counts = attention_probe.move_counts("LLFR")
+    assert counts[:3].tolist() == [2, 1, 1]  # L, R, F
+    assert counts[3:].sum() == 3 and counts[3 + 0] == 1  # LL, LF, FR
+    env = gym.make(S9, actions=MOVES, max_steps=12)
+    episode = attention_probe.play(
+        s9_model.policy.eval(), env, seed=0, rng=np.random.default_rng(0)
+    )
+    steps = len(episode["actions"])
+    assert 1 <= steps <= 12 and len(episode["images"]) == len(episode["visible"]) == steps
+    assert episode["visible"][0]  # it starts at x = 1, the object in view
+    features, weights, out = attention_probe.attention_of(s9_model.policy, episode["images"])
+    assert features.shape[0] == out.shape[0] == steps
+    assert weights.shape == (2, steps, steps)  # (H, T, T): heads, queries, the episode's keys
