@@ -279,3 +279,17 @@ def test_a_registered_backbone_joins_a_compare_grid(decay_backbone, tmp_path: Pa
         ("lstm", 1),
     ]
     assert specs[0].config["policy"]["backbone"] == decay_backbone
+
+
+def test_the_decorator_form_registers_a_factory() -> None:
+    """``@register_backbone(name, settings)`` (as before the records) still registers."""
+    from txrl.nn import register_backbone as nn_register
+
+    name = "test_decay_decorated"
+    try:
+        decorated = nn_register(name, DecaySettings)(build_decay)
+        assert decorated is build_decay
+        assert get_backbone(name).implementation is build_decay
+        assert make_backbone(name, input_dim=2).output_dim == 8
+    finally:
+        txrl.backbones._REGISTRY.pop(name, None)

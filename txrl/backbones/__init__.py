@@ -119,7 +119,8 @@ def register_backbone(
     The extension point for new memory models: a backbone registered here is usable by every
     learner, the configs (``policy.backbone: name``) and ``txrl compare`` through its name.
     ``implementation`` is ``callable(settings) -> Backbone`` or its ``"module:callable"``;
-    without it this returns a decorator for that callable (``@register_backbone(name, cls)``).
+    without it this returns a decorator for that callable (``@register_backbone(name, cls)``),
+    with it the new :class:`BackboneRecord`.
     ``shared``: its settings a config's ``policy:`` section takes by name; ``None``: those of
     its fields that the built-in backbones share (``d_model``, ``n_layers``, ...).
     """
@@ -135,18 +136,21 @@ def register_backbone(
             "backbone_kwargs"
         )
 
-    def decorate(factory: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def add(factory: str | Callable[[Any], Any]) -> BackboneRecord:
         if name in _REGISTRY:
             raise ValueError(f"a backbone named {name!r} is already registered")
-        _add(BackboneRecord(name, config_cls, factory, tuple(shared)))
+        record = BackboneRecord(name, config_cls, factory, tuple(shared))
+        _REGISTRY[name] = record
+        return record
+
+    if implementation is not None:
+        return add(implementation)
+
+    def decorate(factory: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        add(factory)
         return factory
 
-    if implementation is None:
-        return decorate
-    if name in _REGISTRY:
-        raise ValueError(f"a backbone named {name!r} is already registered")
-    _add(BackboneRecord(name, config_cls, implementation, tuple(shared)))
-    return _REGISTRY[name]
+    return decorate
 
 
 def backbone_names() -> list[str]:
