@@ -65,7 +65,8 @@ class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Report the cue and decision steps of a MiniGrid Memory episode in ``info``.
 
     ``cue_step`` is put in the info of the observation that first shows the start room's
-    object, and again on the episode's last step; ``decision_step`` in the info of the step
+    object, and again on the episode's last step, each time with ``cue``, that object's type
+    (``"key"`` or ``"ball"``, what ``txrl inspect --probe cue`` decodes); ``decision_step`` in the info of the step
     that reached one of the two end objects. Visibility is read from the observation itself
     (MiniGrid marks cells hidden behind walls as unseen), so nothing is rendered twice.
     Wraps the upstream env directly: it needs its ``Dict`` observation.
@@ -88,10 +89,15 @@ class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
         cue = grid_env.grid.get(*cue_pos)
         return bool(obs["image"][coords[0], coords[1], 0] == OBJECT_TO_IDX[cue.type])
 
+    def _cue_name(self) -> str:
+        """The start room's object type (``"key"`` or ``"ball"``): what must be matched."""
+        grid_env = self.env.unwrapped
+        return str(grid_env.grid.get(1, grid_env.height // 2 - 1).type)
+
     def _note_cue(self, obs: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
         if self._cue_step is None and self._cue_in_view(obs):
             self._cue_step = self._t
-            info = {**info, "cue_step": self._t}
+            info = {**info, "cue_step": self._t, "cue": self._cue_name()}
         return info
 
     def reset(
@@ -110,6 +116,7 @@ class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
             info = dict(info)
             if self._cue_step is not None:
                 info["cue_step"] = self._cue_step
+                info["cue"] = self._cue_name()
             grid_env = self.env.unwrapped
             if tuple(grid_env.agent_pos) in (grid_env.success_pos, grid_env.failure_pos):
                 info["decision_step"] = self._t - 1  # chosen on the previous observation

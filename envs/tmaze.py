@@ -47,7 +47,8 @@ mark those steps on a picture of the agent's attention (``txrl inspect``). Steps
 observations from 0, the reset's. ``cue_step`` (the observation that shows the cue: 0 in the
 passive maze, the first visit of the oracle cell in the active one) is in the info of that
 observation, ``reset``'s for the passive maze, and again on the episode's last step when the
-cue was seen. ``decision_step`` (the observation on which the agent chose its turn) is in the
+cue was seen, each time with ``info["cue"]``, what the cue said (``"up"`` or ``"down"``: the
+arm that pays). ``decision_step`` (the observation on which the agent chose its turn) is in the
 info of the turning step; a truncated episode has none.
 
 Why memoryless policies sit at chance (0.5): the junction observation is the same for both
@@ -154,7 +155,12 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         obs[0] = 0.0
         obs[1] = 0.0 if self.active else float(self._goal)
         obs[2] = 0.0
-        return obs.copy(), ({} if self.active else {"cue_step": 0})
+        return obs.copy(), ({} if self.active else {"cue_step": 0, "cue": self._cue_name})
+
+    @property
+    def _cue_name(self) -> str:
+        """What the cue says: ``"up"`` or ``"down"`` (the arm that pays)."""
+        return "up" if self._goal == 1 else "down"
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         a = int(action)
@@ -196,6 +202,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         info: dict[str, Any] = {}
         if self._cue_step is not None and (self._cue_step == self._t or terminated):
             info["cue_step"] = self._cue_step
+            info["cue"] = self._cue_name
         if terminated:
             success = self._turned == self._goal
             reward += 1.0 if success else -self.wrong_turn_penalty
@@ -205,6 +212,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         if self._t >= self.max_steps:
             if self._cue_step is not None:
                 info["cue_step"] = self._cue_step
+                info["cue"] = self._cue_name
             info["is_success"] = False
             return obs.copy(), reward, False, True, info
         return obs.copy(), reward, False, False, info

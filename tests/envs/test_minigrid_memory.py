@@ -141,6 +141,8 @@ def test_cue_step_is_the_first_step_that_shows_the_start_room_object(env_id: str
         else:
             reported_any = True
             assert infos[first]["cue_step"] == first and infos[-1]["cue_step"] == first
+            shown = grid_env.grid.get(*cue_pos).type  # the start room's object
+            assert infos[first]["cue"] == infos[-1]["cue"] == shown in ("key", "ball")
             assert reported in ([first], [])  # [] when it was first seen on the last step
     assert reported_any
 

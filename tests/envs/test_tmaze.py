@@ -108,7 +108,7 @@ def test_observations_rewards_and_penalties() -> None:
     _, reward, terminated, truncated, info = env.step(DOWN)
     assert terminated and not truncated
     assert reward == pytest.approx(-0.5 - 0.01)
-    assert info == {"is_success": False, "cue_step": 0, "decision_step": 4}
+    assert info == {"is_success": False, "cue_step": 0, "cue": "up", "decision_step": 4}
 
     env.reset(options={"goal": -1})
     env.step(FORWARD)
@@ -146,7 +146,7 @@ def test_time_limit_truncates_as_a_failure(variant: str) -> None:
         assert not terminated
         assert truncated == (t == env.unwrapped.max_steps)
     # walking forward only, the active maze never shows its cue; no turn, no decision step
-    cue = {} if variant == "active" else {"cue_step": 0}
+    cue = {} if variant == "active" else {"cue_step": 0, "cue": env.unwrapped._cue_name}
     assert info == {"is_success": False, **cue}
 
     short = gym.make(VARIANTS[variant], length=5, max_steps=env.unwrapped.optimal_steps)
@@ -238,6 +238,9 @@ def test_cue_and_decision_steps_are_reported(variant: str) -> None:
     assert len(cue_seen) == 1
     assert infos[cue_seen[0]]["cue_step"] == cue_seen[0] == (1 if variant == "active" else 0)
     assert infos[-1]["cue_step"] == cue_seen[0]
+    cue = "up" if observations[cue_seen[0]][1] > 0 else "down"  # the arm that pays
+    assert infos[cue_seen[0]]["cue"] == infos[-1]["cue"] == cue
+    assert infos[-1]["is_success"] == (actions[-1] == (UP if cue == "up" else DOWN))
     assert actions[infos[-1]["decision_step"]] in (UP, DOWN)
     assert infos[-1]["decision_step"] == len(actions) - 1
     assert not any("decision_step" in i for i in infos[:-1])
