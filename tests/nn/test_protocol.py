@@ -337,3 +337,28 @@ def test_a_state_made_under_inference_mode_can_be_stepped_without_it() -> None:
         expect, _ = backbone(x[1:2], state, starts[1:2])
         got = backbone.step(x[1:2], state, starts[1:2]).output
     assert (expect - got).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize(("name", "gate"), CASES)
+@pytest.mark.parametrize("trace", [False, True])
+def test_run_without_next_state_gives_the_same_outputs(
+    name: str, gate: str | None, trace: bool
+) -> None:
+    # a training pass asks for no next state: everything else it returns must not change
+    backbone = build(name, gate)
+    x, starts = random_inputs(9, 3, seed=11)
+    carried = backbone.run(x[:4], backbone.initial_state(3), starts[:4]).state  # memory in use
+    full = backbone.run(x[4:], carried, starts[4:], trace=trace, stats=True)
+    lean = backbone.run(x[4:], carried, starts[4:], trace=trace, stats=True, next_state=False)
+    assert full.state is not None
+    assert lean.state is None
+    assert torch.equal(lean.output, full.output)
+    assert lean.aux_losses.keys() == full.aux_losses.keys()
+    for key, loss in full.aux_losses.items():
+        assert torch.equal(lean.aux_losses[key], loss), key
+    assert lean.stats.keys() == full.stats.keys()
+    if trace:
+        for a, b in zip(lean.trace, full.trace, strict=True):
+            assert torch.equal(a, b)
+    else:
+        assert lean.trace is None

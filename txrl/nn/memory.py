@@ -111,6 +111,7 @@ class LayerMemoryBackbone(Backbone):
         *,
         trace: bool = False,
         stats: bool = False,
+        next_state: bool = True,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
         state = self.ordered(state)
@@ -137,7 +138,11 @@ class LayerMemoryBackbone(Backbone):
             if layer_stats is not None:
                 out_stats.update({f"layer{layer}/{k}": v for k, v in layer_stats.items()})
 
-        new_state = self.next_state(state, layer_inputs, new_keys, new_values, episode_starts)
+        new_state = (
+            self.next_state(state, layer_inputs, new_keys, new_values, episode_starts)
+            if next_state
+            else None
+        )
         if stats:
             out_stats["memory_in_use"] = memory_in_use(state.valid)
             out_stats.update(self.extra_stats())

@@ -105,11 +105,16 @@ class PairedBackbone(Backbone):
         *,
         trace: bool = False,
         stats: bool = False,
+        next_state: bool = True,
     ) -> BackboneOutput:
         actor_state, critic_state = _split(state)
         return self._combine(
-            self.actor.run(x, actor_state, episode_starts, trace=trace, stats=stats),
-            self.critic.run(x, critic_state, episode_starts, trace=trace, stats=stats),
+            self.actor.run(
+                x, actor_state, episode_starts, trace=trace, stats=stats, next_state=next_state
+            ),
+            self.critic.run(
+                x, critic_state, episode_starts, trace=trace, stats=stats, next_state=next_state
+            ),
         )
 
     def step(

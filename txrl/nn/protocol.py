@@ -45,7 +45,9 @@ class BackboneOutput(NamedTuple):
     """Everything :meth:`Backbone.run` returns."""
 
     output: torch.Tensor  # (T, B, output_dim)
-    state: Any  # NamedTuple of tensors, env on axis 0, detached from the graph
+    # NamedTuple of tensors, env on axis 0, detached from the graph; None when run was called
+    # with next_state=False
+    state: Any
     trace: Any | None  # NamedTuple of tensors with (T, B) leading, or None when not asked for
     aux_losses: dict[str, torch.Tensor]  # scalar auxiliary losses (empty for most backbones)
     stats: dict[str, torch.Tensor]  # scalar diagnostics, only when asked for
@@ -80,8 +82,16 @@ class Backbone(nn.Module, abc.ABC):
         *,
         trace: bool = False,
         stats: bool = False,
+        next_state: bool = True,
     ) -> BackboneOutput:
-        """Process ``x`` (T, B, I) from ``state``; see the module docstring."""
+        """Process ``x`` (T, B, I) from ``state``; see the module docstring.
+
+        ``trace``: also return the trace (:meth:`state_at`); ``stats``: fill
+        ``BackboneOutput.stats``; ``next_state`` False: ``BackboneOutput.state`` is None (a
+        training pass that never reads it), so a backbone may skip building the memory after
+        the T steps (for the TrXL family three L x (M+T) x D concatenations per call). The
+        output, trace and auxiliary losses are the same either way.
+        """
 
     def step(
         self, x: torch.Tensor, state: Any, episode_starts: torch.Tensor, *, trace: bool = False

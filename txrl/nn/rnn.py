@@ -60,6 +60,7 @@ class RecurrentBackbone(Backbone):
         *,
         trace: bool = False,
         stats: bool = False,
+        next_state: bool = True,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
         keep = (~episode_starts).to(x.dtype)  # (T, B)
@@ -67,7 +68,7 @@ class RecurrentBackbone(Backbone):
             # no reset inside the sequence: one fused call
             state = self.state_type(*(field * keep[0, :, None, None] for field in state))
             y, new_state = self._call(x, state)
-            return BackboneOutput(y, detach_state(new_state), None, {}, {})
+            return BackboneOutput(y, detach_state(new_state) if next_state else None, None, {}, {})
         outputs, before = [], []
         for t in range(x.shape[0]):
             before.append(state)
@@ -79,7 +80,8 @@ class RecurrentBackbone(Backbone):
             step_trace = self.state_type(
                 *(torch.stack(f).detach() for f in zip(*before, strict=True))
             )
-        return BackboneOutput(torch.cat(outputs), detach_state(state), step_trace, {}, {})
+        final = detach_state(state) if next_state else None
+        return BackboneOutput(torch.cat(outputs), final, step_trace, {}, {})
 
 
 # the implementations that the records of txrl.backbones.rnn name

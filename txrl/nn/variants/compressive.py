@@ -221,11 +221,12 @@ class CompressiveTransformer(Backbone):
         *,
         trace: bool = False,
         stats: bool = False,
+        next_state: bool = True,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
         if not trace:
             y, new_state, loss_sum, count, out_stats = self._segment(
-                x, state, episode_starts, stats
+                x, state, episode_starts, stats, next_state
             )
             aux = {"attention_reconstruction": loss_sum / count.clamp_min(1)}
             return BackboneOutput(y, new_state, None, aux, out_stats)
@@ -236,9 +237,11 @@ class CompressiveTransformer(Backbone):
         step_stats: list[dict[str, torch.Tensor]] = []
         for t in range(x.shape[0]):
             before.append(state)
-            y, state, loss_sum, count, one_stats = self._segment(
+            y, after, loss_sum, count, one_stats = self._segment(
                 x[t : t + 1], state, episode_starts[t : t + 1], stats
             )
+            assert after is not None  # each step's state feeds the next
+            state = after
             outputs.append(y)
             step_stats.append(one_stats)
             loss_total = loss_total + loss_sum
@@ -248,12 +251,21 @@ class CompressiveTransformer(Backbone):
         }
         step_trace = CompressiveState(*(torch.stack(f) for f in zip(*before, strict=True)))
         aux = {"attention_reconstruction": loss_total / count_total.clamp_min(1)}
-        return BackboneOutput(torch.cat(outputs), state, step_trace, aux, out_stats)
+        final = state if next_state else None
+        return BackboneOutput(torch.cat(outputs), final, step_trace, aux, out_stats)
 
     def _segment(
-        self, x: torch.Tensor, state: CompressiveState, episode_starts: torch.Tensor, stats: bool
-    ) -> tuple[torch.Tensor, CompressiveState, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """One call in sequence mode -> output, new state, reconstruction loss sum and env count."""
+        self,
+        x: torch.Tensor,
+        state: CompressiveState,
+        episode_starts: torch.Tensor,
+        stats: bool,
+        next_state: bool = True,
+    ) -> tuple[
+        torch.Tensor, CompressiveState | None, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]
+    ]:
+        """One call in sequence mode -> output, new state (None unless ``next_state``: it
+        skips the memory's concatenations), reconstruction loss sum and env count."""
         cfg = self.config
         t, b = episode_starts.shape
         m, mc, c = cfg.memory_length, cfg.compressed_length, cfg.compression_rate
@@ -368,13 +380,17 @@ class CompressiveTransformer(Backbone):
             compressed.append(placed[:, :mc])
             pending.append(stream[:, t : t + p])  # (B, P, D) the last P evicted entries
 
-        new_state = CompressiveState(
-            hidden=slide(state.hidden, torch.stack(inputs, dim=1), dim=2),  # (B, L, M, D)
-            valid=next_valid(state.valid, episode_starts),
-            compressed=torch.stack(compressed, dim=1),  # (B, L, Mc, D)
-            compressed_valid=compressed_valid,
-            pending=torch.stack(pending, dim=1),  # (B, L, P, D)
-            pending_valid=pending_valid,
+        new_state = (
+            CompressiveState(
+                hidden=slide(state.hidden, torch.stack(inputs, dim=1), dim=2),  # (B, L, M, D)
+                valid=next_valid(state.valid, episode_starts),
+                compressed=torch.stack(compressed, dim=1),  # (B, L, Mc, D)
+                compressed_valid=compressed_valid,
+                pending=torch.stack(pending, dim=1),  # (B, L, P, D)
+                pending_valid=pending_valid,
+            )
+            if next_state
+            else None
         )
         out_stats: dict[str, torch.Tensor] = {}
         if stats:

@@ -279,6 +279,7 @@ class LinearTransformer(Backbone):
         *,
         trace: bool = False,
         stats: bool = False,
+        next_state: bool = True,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
         c = self.config
@@ -341,7 +342,8 @@ class LinearTransformer(Backbone):
             out_stats["state_norm"] = new_state.kv.norm(dim=(-2, -1)).mean()
             out_stats["episode_steps"] = new_state.steps.float().mean()
         y = torch.cat(outputs, dim=1).transpose(0, 1)  # (B, T, D) -> (T, B, D)
-        return BackboneOutput(y, new_state, step_trace, {}, out_stats)
+        # the state is the chunks' running sums, computed anyway: only not handed back
+        return BackboneOutput(y, new_state if next_state else None, step_trace, {}, out_stats)
 
 
 def build_linear(config: LinearConfig) -> LinearTransformer:

@@ -253,6 +253,7 @@ class Reformer(LayerMemoryBackbone):
         *,
         trace: bool = False,
         stats: bool = False,
+        next_state: bool = True,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
         state = self.ordered(state)
@@ -269,7 +270,11 @@ class Reformer(LayerMemoryBackbone):
             new_values.append(attended.values[:, m:])
         output = 0.5 * (x1 + x2)  # (B, T, D)
 
-        new_state = self.next_state(state, layer_inputs, new_keys, new_values, episode_starts)
+        new_state = (
+            self.next_state(state, layer_inputs, new_keys, new_values, episode_starts)
+            if next_state
+            else None
+        )
         out_stats: dict[str, torch.Tensor] = {}
         if stats:
             with torch.no_grad():

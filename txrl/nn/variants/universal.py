@@ -69,7 +69,7 @@ class ACTResult(NamedTuple):
     """Per-position results of one call (for tests and diagnostics)."""
 
     output: torch.Tensor  # (B, T, D) mean-field output y
-    state: UniversalState
+    state: UniversalState | None  # None when computed with next_state=False
     depth_inputs: torch.Tensor  # (B, N, T, D) u^n, detached
     weights: torch.Tensor  # (B, T, N) p^n (zero after the halting step)
     steps: torch.Tensor  # (B, T) N, the number of depth steps taken
@@ -124,6 +124,7 @@ class UniversalTransformer(LayerMemoryBackbone):
         episode_starts: torch.Tensor,
         *,
         with_stats: bool = False,
+        next_state: bool = True,
     ) -> ACTResult:
         """The whole computation with its per-position ACT quantities; ``run`` wraps it."""
         self.check_inputs(x, state, episode_starts)
@@ -174,7 +175,11 @@ class UniversalTransformer(LayerMemoryBackbone):
             running = running & ~halt_now
             weights.append(p)
 
-        new_state = self.next_state(state, depth_inputs, new_keys, new_values, episode_starts)
+        new_state = (
+            self.next_state(state, depth_inputs, new_keys, new_values, episode_starts)
+            if next_state
+            else None
+        )
         return ACTResult(
             output=output,
             state=new_state,
@@ -194,8 +199,9 @@ class UniversalTransformer(LayerMemoryBackbone):
         *,
         trace: bool = False,
         stats: bool = False,
+        next_state: bool = True,
     ) -> BackboneOutput:
-        result = self.compute(x, state, episode_starts, with_stats=stats)
+        result = self.compute(x, state, episode_starts, with_stats=stats, next_state=next_state)
         out_stats: dict[str, torch.Tensor] = {}
         if stats:
             assert result.attention_entropy is not None

@@ -152,6 +152,7 @@ class VanillaTransformer(Backbone):
         *,
         trace: bool = False,
         stats: bool = False,
+        next_state: bool = True,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
         t, b = x.shape[:2]
@@ -165,9 +166,13 @@ class VanillaTransformer(Backbone):
             windows.reshape(b * t, m + 1, -1),  # (B, T, W, D) -> (N, W, D)
             valid.reshape(b * t, m + 1),  # (B, T, W) -> (N, W)
         ).view(b, t, -1)  # (N, D) -> (B, T, D)
-        new_state = VanillaState(
-            inputs=slide(state.inputs, e.detach(), dim=1),  # (B, M, D)
-            valid=next_valid(state.valid, episode_starts),
+        new_state = (
+            VanillaState(
+                inputs=slide(state.inputs, e.detach(), dim=1),  # (B, M, D)
+                valid=next_valid(state.valid, episode_starts),
+            )
+            if next_state
+            else None
         )
         out_stats: dict[str, torch.Tensor] = {}
         if stats:
