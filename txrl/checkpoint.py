@@ -300,12 +300,12 @@ def resolve_checkpoint(target: str | Path, *, best: bool = False) -> Path:
             )
         return found
     if path.is_dir():
-        found = newest_readable_checkpoint(path, set_aside=False, warn=print_warning)
-        if found is None:
+        newest = newest_readable_checkpoint(path, set_aside=False, warn=print_warning)
+        if newest is None:
             raise RunError(
                 f"{path} holds no readable checkpoint (looked in {path / 'checkpoints'})"
             )
-        checkpoint, state = found
+        checkpoint, state = newest
         if checkpoint.name != FINAL_CHECKPOINT:
             print_warning(
                 f"{path} is not finished (no {CHECKPOINT_DIR}/{FINAL_CHECKPOINT}): "

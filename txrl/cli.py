@@ -72,7 +72,8 @@ def _train(args: argparse.Namespace) -> int:
                 "--resume RUN_DIR continues a run with its own config: give no CONFIG or "
                 "--run-dir (--set may change budget, eval.*, checkpoint.* and runtime.*)"
             )
-        run_dir = Path(args.resume)
+        run_dir: Path | None = Path(args.resume)
+        assert run_dir is not None
         stored = read_run_config(run_dir)
         config = resume_config(stored, args.set)
         if config == stored and (run_dir / "checkpoints" / "final.zip").exists():
@@ -325,7 +326,7 @@ INTERRUPTED = 130  # the shell's status of a process ended by SIGINT (128 + 2)
 
 def disk_error_message(error: OSError, run_dir: Path | None) -> str:
     """One line for an :data:`DISK_ERRNOS` error: the path, the cause and what to do next."""
-    cause = f"{error.filename or 'a file'}: {error.strerror} [{errno.errorcode[error.errno]}]"
+    cause = f"{error.filename or 'a file'}: {error.strerror} [{errno.errorcode.get(error.errno or 0, error.errno)}]"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         todo = "free space on that disk (or raise the quota)"
     else:

@@ -25,6 +25,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv
 
 from txrl.checkpoint import (
+    CheckpointError,
     import_dynamo_without_litter,
     read_checkpoint_config,
     read_resume_state,
@@ -100,6 +101,8 @@ def evaluate(model: Any, env: VecEnv, episodes: int, *, deterministic: bool = Tr
         return_episode_rewards=True,
         callback=collect_success,
     )
+    # per-episode lists, as return_episode_rewards asks
+    assert isinstance(returns, list) and isinstance(lengths, list)
     if successes and len(successes) != len(returns):
         successes = []  # only some episodes reported success: no honest rate
     return EvalResult(
@@ -150,7 +153,12 @@ def make_checkpoint_eval_env(
     env = make_eval_env(config, episodes=episodes, seed=seed)
     if config.env.normalize_obs:
         state = read_resume_state(checkpoint)
-        env.obs_rms = pickle.loads(state.vec_normalize).obs_rms  # type: ignore[attr-defined]
+        if state.vec_normalize is None:
+            raise CheckpointError(
+                f"{checkpoint} holds no observation normalisation statistics, but its config "
+                "normalises observations (env.normalize_obs: true)"
+            )
+        env.obs_rms = pickle.loads(state.vec_normalize).obs_rms  # type: ignore[attr-defined]  # make_eval_env wraps the envs in VecNormalize when normalize_obs
     return env
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+from collections.abc import Callable
 
+import gymnasium as gym
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
@@ -21,6 +23,11 @@ EVAL_SEED_OFFSET = 1_000_000  # eval envs use seeds disjoint from the training e
 
 
 # ---------------------------------------------------------------------------- environments
+
+
+def _returning(env: gym.Env) -> Callable[[], gym.Env]:
+    """An env factory for a VecEnv that hands over an env already made (a restored one)."""
+    return lambda: env
 
 
 def make_envs(config: TrainConfig, n_envs: int, seed: int, *, subproc: bool = False) -> VecEnv:
@@ -72,7 +79,7 @@ def restore_envs(config: TrainConfig, state: ResumeState) -> tuple[VecEnv, bool]
     if state.envs is not None and config.env.vec_env == "dummy":
         with contextlib.suppress(Exception):
             envs = pickle.loads(state.envs)
-            env = DummyVecEnv([(lambda e=e: e) for e in envs])
+            env = DummyVecEnv([_returning(e) for e in envs])
     exact = env is not None
     if env is None:
         env = make_envs(

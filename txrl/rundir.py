@@ -287,10 +287,10 @@ class Run:
             # The envs restarted: new episodes everywhere, memory cleared by the starts.
             assert model.env is not None
             model.env.seed(self.config.seed + state.num_timesteps)
-            model._last_obs = model.env.reset()  # type: ignore[assignment]
+            model._last_obs = model.env.reset()  # type: ignore[assignment]  # VecEnv.reset() is declared wider than _last_obs
             model._last_episode_starts = np.ones(model.env.num_envs, dtype=bool)
         if state.memory is not None:
-            model.set_memory(state.memory)  # type: ignore[attr-defined]
+            model.set_memory(state.memory)  # type: ignore[attr-defined]  # only memory learners store a memory
         restore_rng(state.rng)  # last: loading re-seeded the global generators
         note = {"from": state.num_timesteps, "envs": "exact" if self.exact_envs else "restarted"}
         with open(self.run_dir / RESUME_LOG, "a") as f:

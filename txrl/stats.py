@@ -367,7 +367,7 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
 
 
 def bootstrap_ci(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     statistic: Any = np.mean,
     *,
     level: float = 0.95,

@@ -53,7 +53,7 @@ class CommonSettings:
     needs_even_width: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        fields = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        fields = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]  # subclasses are dataclasses
         for name in ("input_dim", "d_model", "n_layers", "n_heads", "memory_length"):
             if name not in fields:
                 continue

@@ -25,7 +25,7 @@ class LinearConfig(CommonSettings):
     chunk_size: int = 64
 
     @property
-    def needs_even_width(self) -> bool:  # type: ignore[override]
+    def needs_even_width(self) -> bool:  # type: ignore[override]  # a setting here, a class constant elsewhere
         return self.position_encoding
 
     def __post_init__(self) -> None:

@@ -155,7 +155,13 @@ def run_ray(
                 callbacks=[_report_trials(by_dir, report)],
             ),
         )
-        return [_ray_outcome(result.config["run"]["run_dir"], result) for result in tuner.fit()]
+        grid = tuner.fit()  # a ResultGrid: indexed, not iterable for a type checker
+        outcomes = []
+        for i in range(len(grid)):
+            result = grid[i]
+            assert result.config is not None  # every trial of a Tuner runs with its config
+            outcomes.append(_ray_outcome(result.config["run"]["run_dir"], result))
+        return outcomes
     finally:
         if started_here:
             ray.shutdown()

@@ -28,7 +28,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         self.flatten_mapping(node)  # merge keys (<<) may repeat what they merge
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]  # PyYAML is untyped
+            key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
             if isinstance(key, Hashable) and key in seen:
                 raise ConfigError(

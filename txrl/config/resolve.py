@@ -93,9 +93,10 @@ def check_policy(policy: PolicyConfig) -> tuple[PolicyConfig, list[str]]:
     ]
     extra = [key for key in policy.backbone_settings() if key not in valid]
     if policy.inapplicable == "drop" and extra:
+        unset: dict[str, Any] = {k: None for k in extra if k in policy.BACKBONE_FIELDS}
         policy = dataclasses.replace(
             policy,
-            **{k: None for k in extra if k in policy.BACKBONE_FIELDS},
+            **unset,
             backbone_kwargs={k: v for k, v in policy.backbone_kwargs.items() if k in valid},
         )
         extra = []

@@ -177,8 +177,8 @@ def _convert(value: Any, hint: Any, path: str) -> Any:
         args = typing.get_args(hint)
         item_hint = args[1] if args else Any
         return {k: _convert(v, item_hint, f"{path}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(hint):
-        return from_mapping(hint, value, path)  # type: ignore[type-var]  # hint is a dataclass type here
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return from_mapping(hint, value, path)
     if hint is bool:
         if isinstance(value, bool):
             return value
@@ -233,7 +233,7 @@ def _build(cls: type[T], data: Any, path: str, problems: list[str]) -> T:
     if not isinstance(data, Mapping):
         problems.append(f"{where} must be {_describe(cls)}, got {data!r}")
         return cls()
-    names = [f.name for f in dataclasses.fields(cls) if f.init and f.metadata.get("yaml", True)]  # type: ignore[arg-type]
+    names = [f.name for f in dataclasses.fields(cls) if f.init and f.metadata.get("yaml", True)]  # type: ignore[arg-type]  # cls is a dataclass type
     for key in data:
         if not isinstance(key, str) or key not in names:
             dotted = f"{path}.{key}" if path else str(key)

@@ -290,7 +290,7 @@ class TrainConfig:
                 )
         config = _build(cls, data, "", problems)
         if algo is not None:
-            settings = _build(get_learner(algo).settings, sections.get(algo), algo, problems)
+            settings: Any = _build(get_learner(algo).settings, sections.get(algo), algo, problems)
             config = dataclasses.replace(config, algo=algo, learner=settings)
         if not problems:
             problems += config.problems()

@@ -226,7 +226,8 @@ def inspect_run(
     files: list[Path] = []
     for index, record in enumerate(recording.episodes):
         data = io.BytesIO()
-        np.savez_compressed(data, **record.to_npz())
+        arrays: dict[str, Any] = record.to_npz()  # names -> arrays, none named allow_pickle
+        np.savez_compressed(data, **arrays)
         files.append(out / f"episode_{index}.npz")
         atomic_write(files[-1], data.getvalue())
         if record.attention is not None:

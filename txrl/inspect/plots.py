@@ -50,7 +50,7 @@ def _mark_cells(ax: Any, record: EpisodeRecord) -> list[Any]:
     from matplotlib.patches import Rectangle
     from matplotlib.transforms import offset_copy
 
-    handles = []
+    handles: list[Any] = []  # legend handles: lines and patches
     above = offset_copy(ax.get_xaxis_transform(), fig=ax.figure, y=6, units="points")
     right = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=6, units="points")
     if record.cue_step is not None:
@@ -254,7 +254,7 @@ def draw_summary(summary: dict[str, Any]) -> Any:
         jitter = np.random.default_rng(0)
         cues = sorted({str(row["cue"]) for row in rows if row["cue"] is not None})
         shapes = iter("sDP*X")
-        markers = {
+        markers: dict[str | None, str] = {
             None: "o",
             **{c: {"up": "^", "down": "v"}.get(c) or next(shapes, "o") for c in cues},
         }

@@ -226,7 +226,7 @@ def _state_norms(state: tuple) -> dict[str, float]:
     attention's running sums, a window's cached inputs)."""
     return {
         f"state/{name}_norm": float(field[0].float().norm())  # env on axis 0
-        for name, field in zip(state._fields, state, strict=True)  # type: ignore[attr-defined]
+        for name, field in zip(state._fields, state, strict=True)  # type: ignore[attr-defined]  # a NamedTuple, which plain tuple does not declare _fields of
         if field.is_floating_point()
     }
 

@@ -95,7 +95,7 @@ class Learner:
     def class_name(self) -> str:
         return self.algorithm.rpartition(":")[2]
 
-    def algorithm_class(self) -> type:
+    def algorithm_class(self) -> type[Any]:
         """The algorithm class (imports torch and Stable-Baselines3)."""
         module, _, name = self.algorithm.partition(":")
         try:

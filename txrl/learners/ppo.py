@@ -52,7 +52,7 @@ class MemoryPPOSettings(PPOLossSettings, MemoryLearnerSettings):
     learning_rate: PositiveRate = 3e-4
     """Adam step size; ``lin_<number>`` (rl-baselines3-zoo's notation): from that number at
     the start linearly to 0 at the end of the budget."""
-    ent_coef: NonNegativeFloat | LinearDecay = 0.0
+    ent_coef: NonNegativeFloat | LinearDecay = 0.0  # type: ignore[assignment]  # widens the shared field: MemoryPPO takes a schedule too
     """Entropy bonus coefficient (0, as SB3's PPO; the shipped configs use 0.01);
     ``lin_<number>``: from that number at the start linearly to 0 at the end of the budget
     (more exploration early, a settled policy late)."""

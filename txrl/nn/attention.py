@@ -146,6 +146,8 @@ class RelativeMultiHeadAttention(ParameterCache):
     tensor, a loaded state dict; see :mod:`txrl.nn.cache` for the one write it cannot see.
     """
 
+    head_of_feature: torch.Tensor  # (D, H) buffer
+
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         if d_model % n_heads:

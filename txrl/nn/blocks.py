@@ -16,6 +16,9 @@ output of its attention sub-layer, computed by the caller from :meth:`attention_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -30,6 +33,26 @@ def feed_forward(config: CommonSettings) -> nn.Sequential:
     return nn.Sequential(
         nn.Linear(d, width), nn.ReLU(), nn.Dropout(config.dropout), nn.Linear(width, d)
     )
+
+
+class AttentionBlock(Protocol):
+    """What a layer loop uses of a block: every block of this module has it."""
+
+    #: the block's attention sub-layer, of the kind its backbone built (relative, kernel,
+    #: LSH...); each loop calls the methods of its own kind
+    attention: Any
+
+    def attention_input(self, h: torch.Tensor) -> torch.Tensor: ...
+
+    def __call__(
+        self, h: torch.Tensor, attended: torch.Tensor, stats: dict[str, torch.Tensor] | None = None
+    ) -> torch.Tensor: ...
+
+
+def attention_blocks(blocks: nn.ModuleList) -> Sequence[AttentionBlock]:
+    """``blocks`` as the blocks they are: an ``nn.ModuleList`` holds plain ``nn.Module`` s for a
+    type checker. No copy, for the acting step's sake."""
+    return cast("Sequence[AttentionBlock]", blocks)
 
 
 class PostNormBlock(nn.Module):

@@ -90,7 +90,7 @@ class ParameterCache(nn.Module):
                 if w is not old or w._version != version or w.data_ptr() != address:
                     break
             else:
-                return entry.value  # type: ignore[no-any-return]  # built by this key's build()
+                return entry.value  # built by this key's build()
         generation = _generation  # as of before the build, so a step during it is not missed
         # inference tensors whichever way gradients are off, so a compiled step that takes
         # them as inputs (txrl.nn.memory) sees one kind

@@ -8,7 +8,7 @@ Legend: B envs, T steps, L layers (or depth steps), M memory slots, D width.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -16,12 +16,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from txrl.nn.attention import RingPlan
+from txrl.nn.blocks import attention_blocks
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
 
 # a C++ wrapper around the compiled kernels: no Python between them (on a CPU the wrapper's
 # per-call cost is what the compiled step saves)
-_COMPILE_OPTIONS = {"cpp_wrapper": True}
+_COMPILE_OPTIONS: dict[str, str | int | bool | Callable[..., Any]] = {"cpp_wrapper": True}
+
+#: per-layer tensors as ``torch.stack`` takes them
+TensorList = list[torch.Tensor] | tuple[torch.Tensor, ...]
 
 
 class MemoryState(NamedTuple):
@@ -122,7 +126,7 @@ class LayerMemoryBackbone(Backbone):
 
         out_stats: dict[str, torch.Tensor] = {}
         layer_inputs, new_keys, new_values = [], [], []
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(attention_blocks(self.blocks)):
             layer_inputs.append(h)
             # h~ = [SG(m^{l-1}) ; h^{l-1}]: cached keys/values of the memory, new ones of h
             z = block.attention_input(h)  # (B, T, D)
@@ -193,7 +197,10 @@ class LayerMemoryBackbone(Backbone):
         start = episode_starts[0]  # (B,)
         # what the attentions derive from their weights, looked up here (txrl.nn.cache: a
         # lookup while the weights stay unchanged), so the compiled loop takes them as inputs
-        derived = [block.attention.ring_weights(self.memory_length + 1) for block in self.blocks]
+        derived = [
+            block.attention.ring_weights(self.memory_length + 1)
+            for block in attention_blocks(self.blocks)
+        ]
         # on a GPU, rollouts capture the step as a CUDA graph (txrl.sb3.graphs) instead
         compiled = self.compiles_step and x.device.type == "cpu"
         layers = self._compiled_layers() if compiled else self._ring_layers
@@ -264,7 +271,7 @@ class LayerMemoryBackbone(Backbone):
         h = self.embed(x)  # (B, I) -> (B, D)
         plan = self._ring_plan(position, valid, start, h.dtype)
         inputs, keys, values = [], [], []
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(attention_blocks(self.blocks)):
             inputs.append(h)
             attended, key, value = block.attention.ring_step(
                 block.attention_input(h),
@@ -347,7 +354,7 @@ class LayerMemoryBackbone(Backbone):
         keys, values = zip(
             *(
                 block.attention.project_memory(block.attention_input(hidden[:, layer]))
-                for layer, block in enumerate(self.blocks)
+                for layer, block in enumerate(attention_blocks(self.blocks))
             ),
             strict=True,
         )
@@ -400,9 +407,9 @@ class LayerMemoryBackbone(Backbone):
     def next_state(
         self,
         state: MemoryState,
-        inputs: Sequence[torch.Tensor],
-        keys: Sequence[torch.Tensor],
-        values: Sequence[torch.Tensor],
+        inputs: TensorList,
+        keys: TensorList,
+        values: TensorList,
         episode_starts: torch.Tensor,
     ) -> MemoryState:
         """The memory after the T steps, from each layer's inputs, keys and values (B, T, D);
@@ -416,6 +423,6 @@ class LayerMemoryBackbone(Backbone):
             valid=next_valid(state.valid, episode_starts),  # seen from the step after the last
         )
 
-    def trace_of(self, inputs: Sequence[torch.Tensor]) -> MemoryTrace:
+    def trace_of(self, inputs: TensorList) -> MemoryTrace:
         """Each layer's inputs (B, T, D) -> the trace, (T, B, L, D)."""
         return self.trace_type(hidden=torch.stack(inputs, dim=2).transpose(0, 1).detach())

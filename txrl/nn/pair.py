@@ -27,16 +27,15 @@ from txrl.nn.protocol import Backbone, BackboneOutput
 def _paired_type(kind: str, actor_type: type, critic_type: type) -> type:
     """The NamedTuple holding an actor's ``kind`` (state or trace) and a critic's, one per
     pair of types, so states of one pair always share a type."""
-    fields = [f"actor_{f}" for f in actor_type._fields] + [  # type: ignore[attr-defined]
-        f"critic_{f}"
-        for f in critic_type._fields  # type: ignore[attr-defined]
-    ]
-    paired = namedtuple(f"Paired{kind}", fields)  # type: ignore[misc]
-    paired.parts = (actor_type, critic_type)  # type: ignore[attr-defined]
+    actor_fields: tuple[str, ...] = actor_type._fields  # type: ignore[attr-defined]  # NamedTuple classes
+    critic_fields: tuple[str, ...] = critic_type._fields  # type: ignore[attr-defined]  # NamedTuple classes
+    fields = [f"actor_{f}" for f in actor_fields] + [f"critic_{f}" for f in critic_fields]
+    paired = namedtuple(f"Paired{kind}", fields)  # type: ignore[misc]  # a name built at run time
+    paired.parts = (actor_type, critic_type)  # type: ignore[attr-defined]  # read back by _split
     return paired
 
 
-def _join(kind: str, actor: Any, critic: Any) -> Any:
+def _join(kind: str, actor: tuple[Any, ...] | None, critic: tuple[Any, ...] | None) -> Any:
     if actor is None or critic is None:
         return None
     return _paired_type(kind, type(actor), type(critic))(*actor, *critic)
@@ -68,8 +67,8 @@ class PairedBackbone(Backbone):
         self.input_dim = actor.input_dim
         self.output_dim = actor.output_dim + critic.output_dim
 
-    @property  # type: ignore[override]
-    def graph_capturable(self) -> bool:
+    @property
+    def graph_capturable(self) -> bool:  # type: ignore[override]  # Backbone's class attribute, here derived from the parts
         return self.actor.graph_capturable and self.critic.graph_capturable
 
     def split(self, output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

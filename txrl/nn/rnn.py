@@ -38,7 +38,9 @@ class RecurrentBackbone(Backbone):
         self.output_dim = config.d_model
         rnn_cls = nn.LSTM if cell == "lstm" else nn.GRU
         self.rnn = rnn_cls(config.input_dim, config.d_model, num_layers=config.n_layers)
-        self.state_type: type = LSTMState if cell == "lstm" else GRUState
+        self.state_type: type[LSTMState] | type[GRUState] = (
+            LSTMState if cell == "lstm" else GRUState
+        )
 
     def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> tuple:
         placement = self.state_placement(device)

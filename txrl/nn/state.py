@@ -55,7 +55,7 @@ def as_state(template: S, given: Any, device: torch.device | str) -> S:
 
 
 def _check_fields(template: tuple, fields: tuple[torch.Tensor, ...]) -> None:
-    for name, ref, tensor in zip(template._fields, template, fields, strict=True):  # type: ignore[attr-defined]
+    for name, ref, tensor in zip(template._fields, template, fields, strict=True):  # type: ignore[attr-defined]  # a NamedTuple, which plain tuple does not declare _fields of
         if tensor.shape[:1] != ref.shape[:1]:
             raise ValueError(
                 f"state field {name!r} holds {tensor.shape[0] if tensor.dim() else 0} envs but the observation batch "

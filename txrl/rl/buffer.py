@@ -70,9 +70,17 @@ class _MemoryStreams:
     initial_memory: Any
     trace: Any
     _trace_steps: list[Any]
+    # the rollout, in SB3's buffer that this mixes into: (N, B, ...) arrays
+    observations: Any  # an array, or a dict of arrays for a dict observation space
+    actions: np.ndarray
+    values: np.ndarray
+    log_probs: np.ndarray
+    advantages: np.ndarray
+    returns: np.ndarray
+    episode_starts: np.ndarray
 
     def reset(self) -> None:
-        super().reset()  # type: ignore[misc]
+        super().reset()  # type: ignore[misc]  # SB3's buffer, after this mixin in the MRO, has it
         self.initial_memory = None
         self.trace = None
         self._trace_steps = []

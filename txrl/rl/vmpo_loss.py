@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -114,9 +115,9 @@ class VMPOConfig(VMPOLossSettings):
         )
 
 
-def _check_number(name: str, value: object, valid: str, ok) -> None:
-    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not is_number or not math.isfinite(value) or not ok(value):
+def _check_number(name: str, value: object, valid: str, ok: Callable[[float], bool]) -> None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
         raise ValueError(f"VMPOConfig.{name} must be {valid}, got {value!r}")
 
 
@@ -239,14 +240,15 @@ def top_half_mask(
     advantage (a 0-dim tensor).
     """
     flat = advantages.detach().reshape(-1)  # (N,)
-    valid_flat = (
-        torch.ones_like(flat, dtype=torch.bool) if valid is None else valid.reshape(-1).bool()
-    )
-    if valid_flat.shape != flat.shape:
-        raise ValueError(
-            f"valid must have the shape of advantages {tuple(advantages.shape)}, "
-            f"got {tuple(valid.shape)}"
-        )
+    if valid is None:
+        valid_flat = torch.ones_like(flat, dtype=torch.bool)
+    else:
+        valid_flat = valid.reshape(-1).bool()
+        if valid_flat.shape != flat.shape:
+            raise ValueError(
+                f"valid must have the shape of advantages {tuple(advantages.shape)}, "
+                f"got {tuple(valid.shape)}"
+            )
     n_valid = int(valid_flat.sum())
     if n_valid == 0:
         raise ValueError("no valid step in the batch: its top half is empty")
@@ -420,7 +422,8 @@ class FullBatch(NamedTuple):
     """The full batch D, for an E-step over D when :func:`vmpo_loss` sees a minibatch of it."""
 
     advantages: torch.Tensor  # (N,) advantages of every sample of the update
-    index: torch.Tensor  # (B,) long, positions of the minibatch's rows in the full batch
+    # (B,) long, positions of the minibatch's rows in the full batch
+    index: torch.Tensor  # type: ignore[assignment]  # a field that shadows tuple.index, by design of the public name
     valid: torch.Tensor | None = None  # (N,) bool, steps excluded from D~
 
 
@@ -478,12 +481,10 @@ def vmpo_loss(
 
     # M-step: trust region over the full (mini)batch, Eq. (5)
     stats: dict[str, torch.Tensor] = {}
-    if isinstance(batch.new_policy, DiagGaussianParams):
+    old_policy, new_policy = batch.old_policy, batch.new_policy
+    if isinstance(old_policy, DiagGaussianParams) and isinstance(new_policy, DiagGaussianParams):
         kl_mu, kl_sigma = gaussian_decoupled_kl(
-            batch.old_policy.mean,
-            batch.old_policy.log_std,
-            batch.new_policy.mean,
-            batch.new_policy.log_std,
+            old_policy.mean, old_policy.log_std, new_policy.mean, new_policy.log_std
         )
         alpha_mu, alpha_sigma = multipliers.alpha_mu, multipliers.alpha_sigma
         loss_alpha_mu, mean_kl_mu = kl_constraint_loss(
@@ -502,13 +503,18 @@ def vmpo_loss(
             "train/kl_mu": mean_kl_mu.detach(),
             "train/kl_sigma": mean_kl_sigma.detach(),
         }
-    else:
-        kl = categorical_kl(batch.old_policy.logits, batch.new_policy.logits)
+    elif isinstance(old_policy, CategoricalParams) and isinstance(new_policy, CategoricalParams):
+        kl = categorical_kl(old_policy.logits, new_policy.logits)
         alpha = multipliers.alpha
         loss_alpha, mean_kl = kl_constraint_loss(
             kl, alpha=alpha, epsilon_alpha=config.epsilon_alpha, valid=batch.valid
         )
         stats |= {"train/alpha": alpha.detach(), "train/kl": mean_kl.detach()}
+    else:
+        raise ValueError(
+            "old_policy and new_policy must be of one kind (both CategoricalParams or both "
+            f"DiagGaussianParams), got {type(old_policy).__name__} and {type(new_policy).__name__}"
+        )
 
     # L_V = 1/2 mean (V_phi(s) - G^(n))^2, Eq. (6)
     loss_v = 0.5 * _masked_mean((batch.values - batch.returns.detach()).square(), batch.valid)
@@ -549,6 +555,9 @@ class PopArt(nn.Module):
     :meth:`update` moves the running moments ``mu, nu`` towards the new targets (Pop) and
     rescales ``W, b`` so that ``sigma v~ + mu`` is unchanged for every input (Art).
     """
+
+    mu: torch.Tensor  # (O,) buffer, first moment of G
+    nu: torch.Tensor  # (O,) buffer, second moment of G
 
     def __init__(
         self,

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from txrl.backbones.adaptive_span import AdaptiveSpanConfig
+from txrl.nn.blocks import attention_blocks
 from txrl.nn.variants._common import (
     MaskedRelativeAttention,
     SegmentMemoryTransformer,
@@ -101,7 +102,7 @@ class AdaptiveSpanTransformer(SegmentMemoryTransformer):
 
     def spans(self) -> torch.Tensor:
         """Every head's span z -> (L, H)."""
-        return torch.stack([block.attention.spans() for block in self.blocks])
+        return torch.stack([block.attention.spans() for block in attention_blocks(self.blocks)])
 
     def aux_losses(self) -> dict[str, torch.Tensor]:
         # L1 penalty on the spans: mean of z over layers and heads, in steps

@@ -59,7 +59,8 @@ function's outputs as they were. With ``trace=True`` a sequence is run one step 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -99,6 +100,7 @@ class Compression(nn.Module):
         self.conv: nn.Conv1d | None = None
         if kind == "conv":
             self.conv = nn.Conv1d(d_model, d_model, kernel_size=rate, stride=rate)
+            assert self.conv.bias is not None  # built with a bias (Conv1d's default)
             with torch.no_grad():  # start as mean pooling
                 self.conv.weight.copy_(torch.eye(d_model)[:, :, None].expand(-1, -1, rate) / rate)
                 self.conv.bias.zero_()
@@ -108,7 +110,9 @@ class Compression(nn.Module):
         if self.conv is None:
             return groups.mean(dim=-2)
         # sum_k W[:, :, k] x_k + b, the convolution at one output position
-        return torch.einsum("...cd,odc->...o", groups, self.conv.weight) + self.conv.bias
+        bias = self.conv.bias
+        assert bias is not None  # built with a bias (Conv1d's default)
+        return torch.einsum("...cd,odc->...o", groups, self.conv.weight) + bias
 
 
 def relative_attention(
@@ -133,6 +137,8 @@ def relative_attention(
 
 class CompressiveBlock(PreNormBlock):
     """Pre-LayerNorm block over [cm ; m ; h] plus this layer's compression function."""
+
+    attention: RelativeMultiHeadAttention
 
     def __init__(self, config: CompressiveConfig) -> None:
         attention = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
@@ -351,7 +357,7 @@ class CompressiveTransformer(Backbone):
         inputs, compressed, pending = [], [], []
         loss_sum = h.new_zeros(())
         has_compressed = trigger.any(dim=1)  # (B,)
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(cast("Sequence[CompressiveBlock]", self.blocks)):
             inputs.append(h.detach())
             stream = torch.cat(
                 (state.pending[:, layer], state.hidden[:, layer], h.detach()), dim=1

@@ -54,6 +54,7 @@ from torch import nn
 
 from txrl.backbones.linear import LinearConfig, PerformerConfig
 from txrl.nn.attention import sinusoid_table
+from txrl.nn.blocks import attention_blocks
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.variants._common import (
     PreNormBlock,
@@ -245,7 +246,7 @@ class LinearTransformer(Backbone):
         self.input_dim = config.input_dim
         self.output_dim = config.d_model
         self.embed = nn.Linear(config.input_dim, config.d_model)
-        blocks = []
+        blocks, attentions = [], []
         for layer in range(config.n_layers):
             omega = None
             if isinstance(config, PerformerConfig):
@@ -254,9 +255,10 @@ class LinearTransformer(Backbone):
                     config.n_features, config.head_dim, generator, config.orthogonal
                 )
             attention = KernelAttention(config.d_model, config.n_heads, feature, omega)
+            attentions.append(attention)
             blocks.append(PreNormBlock(config, attention, output_relu=False))
         self.blocks = nn.ModuleList(blocks)
-        self.n_features = blocks[0].attention.n_features
+        self.n_features: int = attentions[0].n_features
 
     def initial_state(
         self, batch_size: int, device: torch.device | str | None = None
@@ -303,7 +305,7 @@ class LinearTransformer(Backbone):
             # the state before the chunk, (B, L, H, F, E) and (B, L, H, F), for the trace
             before = (torch.stack(kv, dim=1), torch.stack(k_sum, dim=1)) if trace else None
             afters = []
-            for layer, block in enumerate(self.blocks):
+            for layer, block in enumerate(attention_blocks(self.blocks)):
                 # h + Attn(LN(h)), then + MLP(LN(.))
                 z = block.attention_input(h_chunk)
                 attended, kv[layer], k_sum[layer], after = block.attention(

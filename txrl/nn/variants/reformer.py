@@ -43,7 +43,8 @@ and env, and :meth:`Reformer.state_at` rebuilds the window from it as for TrXL.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -262,7 +263,8 @@ class Reformer(LayerMemoryBackbone):
         x1, x2 = h, h  # duplicated streams
         window = window_mask(state.valid, episode_starts, m)  # (B, T, K)
         layer_inputs, new_keys, new_values = [], [], []
-        for layer, block in enumerate(self.blocks):
+        blocks = cast("Sequence[ReversibleBlock]", self.blocks)
+        for layer, block in enumerate(blocks):
             layer_inputs.append(x2)
             memory = LayerMemory(state.keys[:, layer], state.values[:, layer], window)
             x1, x2, attended = block(x1, x2, memory)
@@ -278,7 +280,7 @@ class Reformer(LayerMemoryBackbone):
         out_stats: dict[str, torch.Tensor] = {}
         if stats:
             with torch.no_grad():
-                first = self.blocks[0].f(
+                first = blocks[0].f(
                     layer_inputs[0], LayerMemory(state.keys[:, 0], state.values[:, 0], window), True
                 )
                 assert first.allowed is not None

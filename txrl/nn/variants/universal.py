@@ -83,6 +83,8 @@ class SharedLayer(PreNormBlock):
     transition (``A^n = u^n + MHA(LN(u^n))``, ``s^n = A^n + Transition(LN(A^n))``), and the
     halting unit."""
 
+    attention: RelativeMultiHeadAttention
+
     def __init__(self, config: UniversalConfig) -> None:
         attention = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
         super().__init__(config, attention, output_relu=False)
@@ -103,6 +105,7 @@ class UniversalTransformer(LayerMemoryBackbone):
 
     state_type = UniversalState
     trace_type = UniversalTrace
+    depth_embedding: torch.Tensor  # (N, D) buffer
 
     def __init__(self, config: UniversalConfig) -> None:
         super().__init__(config, config.max_steps)

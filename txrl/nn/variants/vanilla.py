@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from txrl.nn.attention import sinusoid_table
+from txrl.nn.blocks import attention_blocks
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.variants._common import (
     PreNormBlock,
@@ -83,6 +84,7 @@ class VanillaTransformer(Backbone):
     """Causal Transformer encoder re-run over each step's window of inputs (module docstring)."""
 
     graph_capturable = True
+    sinusoid: torch.Tensor  # (W, D) buffer, with the sinusoid position encoding
 
     def __init__(self, config: WindowConfig, position: str) -> None:
         super().__init__()
@@ -136,7 +138,7 @@ class VanillaTransformer(Backbone):
         # X + P, eq. (1)
         h = windows + self.position_encoding()[None]  # (N, W, D)
         last = len(self.blocks) - 1
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(attention_blocks(self.blocks)):
             z = block.attention_input(h)  # (N, W, D)
             if layer == last:  # only the last position's output is used
                 h = block(h[:, -1:], block.attention(z[:, -1:], z, allowed[:, -1:]))  # (N, 1, D)
