@@ -36,6 +36,7 @@ from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import as_state, clone_state
 from txrl.sb3.extractors import SymbolicGridExtractor, grid_convolutions, is_symbolic_grid
+from txrl.sb3.reconstruction import RECONSTRUCTION_LOSS, ObservationDecoder, reconstructed_entry
 
 #: Precisions of the training pass (``training_precision``); acting is always fp32.
 TRAINING_PRECISIONS = ("fp32", "bf16")
@@ -216,6 +217,17 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         step's features). Learners add it with ``aux_loss_coef["past_prediction"]`` and log
         it as ``train/aux/past_prediction``; empty (the default): no heads, no loss. With a
         separate critic memory the actor's memory output makes the predictions.
+    :param reconstruct_observation: add the auxiliary loss ``observation_reconstruction``
+        (:mod:`txrl.sb3.reconstruction`): a decoder from the backbone's output at step t back
+        to the observation at step t, transposed convolutions to the pixels scaled to [0, 1]
+        (binary cross-entropy) for images, logits over the codes (cross-entropy) for
+        MiniGrid-style grids, an MLP to the vector (squared error) otherwise; a Dict's one
+        image entry. The target is the observation itself, so the loss trains the features
+        extractor and the memory as well as the decoder: the loss that Pleines et al. (2025,
+        Memory Gym) found Transformer-XL agents to need on its finite tasks. Learners add it
+        with ``aux_loss_coef["observation_reconstruction"]`` (1 when not listed) and log it
+        as ``train/aux/observation_reconstruction``; ``False`` (the default): no decoder, no
+        loss. With a separate critic memory the actor's memory output is decoded.
     :param critic_memory: ``"shared"`` (the default): actor and critic heads read one
         memory, so the value loss also trains what the actor remembers; ``"separate"``: the
         critic reads a second backbone of the same settings, with its own state
@@ -239,11 +251,19 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         backbone_kwargs: dict[str, Any] | None = None,
         training_precision: str = "fp32",
         predict_past: tuple[int, ...] | list[int] = (),
+        reconstruct_observation: bool = False,
         critic_memory: str = "shared",
         share_features_extractor: bool = True,
         **kwargs: Any,
     ) -> None:
         self.predict_past = _past_offsets(predict_past)
+        if not isinstance(reconstruct_observation, bool):
+            raise ValueError(
+                f"reconstruct_observation must be True or False, got {reconstruct_observation!r}"
+            )
+        if reconstruct_observation:
+            reconstructed_entry(observation_space)  # a Dict without one image entry is named now
+        self.reconstruct_observation = reconstruct_observation
         if critic_memory not in CRITIC_MEMORIES:
             raise ValueError(
                 f"critic_memory must be one of {', '.join(CRITIC_MEMORIES)}, got {critic_memory!r}"
@@ -315,6 +335,8 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         if self.predict_past:
             # one product for every offset: (..., D) -> (..., K * F)
             self.past_heads = nn.Linear(memory_dim, len(self.predict_past) * int(self.features_dim))
+        if self.reconstruct_observation:
+            self.observation_decoder = ObservationDecoder(self.observation_space, memory_dim)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
@@ -324,6 +346,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         data.update({k: v for k, v in settings.items() if k in BACKBONE_KEYS})
         data["training_precision"] = self.training_precision
         data["predict_past"] = list(self.predict_past)
+        data["reconstruct_observation"] = self.reconstruct_observation
         data["critic_memory"] = self.critic_memory
         return data
 
@@ -396,8 +419,8 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         """Features of X = T * B observations (time-major) through the memory -> (X, D).
 
         ``acting``: one step through :meth:`Backbone.step`, which may advance ``state`` in
-        place. ``aux``: add the policy's own auxiliary losses (``predict_past``) to the
-        backbone's.
+        place. ``aux``: add the policy's own auxiliary losses (``predict_past``,
+        ``reconstruct_observation``) to the backbone's.
         """
         t, b = episode_starts.shape
         features = self.extract_features(obs, self.features_extractor)  # (X, F)
@@ -406,9 +429,16 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             out = self.backbone.step(x, state, episode_starts, trace=trace)
         else:
             out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
-        if aux and self.predict_past:
-            loss = self._past_prediction_loss(self._heads_input(out.output)[0], x, episode_starts)
-            out = out._replace(aux_losses={**out.aux_losses, "past_prediction": loss})
+        if aux and (self.predict_past or self.reconstruct_observation):
+            own = dict(out.aux_losses)
+            memory = self._heads_input(out.output)[0]  # (T, B, D), the actor's memory
+            if self.predict_past:
+                own["past_prediction"] = self._past_prediction_loss(memory, x, episode_starts)
+            if self.reconstruct_observation:
+                own[RECONSTRUCTION_LOSS] = self.observation_decoder.loss(
+                    memory.reshape(t * b, -1), obs
+                )
+            out = out._replace(aux_losses=own)
         return out.output.reshape(t * b, -1), out  # (T, B, D) -> (X, D)
 
     def _past_prediction_loss(
