@@ -120,6 +120,14 @@ def test_policy_kwargs_pass_only_given_settings() -> None:
     }
 
 
+def test_reconstruct_observation_reaches_the_policy_only_when_on() -> None:
+    on = TrainConfig.from_dict({"policy": {"reconstruct_observation": True}})
+    assert on.policy.policy_kwargs()["reconstruct_observation"] is True
+    assert "reconstruct_observation" not in TrainConfig.from_dict({}).policy.policy_kwargs()
+    with pytest.raises(ConfigError, match=r"policy\.reconstruct_observation must be true or false"):
+        TrainConfig.from_dict({"policy": {"reconstruct_observation": "yes please"}})
+
+
 def test_overrides() -> None:
     assert parse_override("ppo.learning_rate=1e-4") == ("ppo.learning_rate", "1e-4")
     assert parse_override("env.kwargs={length: 20}") == ("env.kwargs", {"length": 20})

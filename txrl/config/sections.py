@@ -109,6 +109,12 @@ class PolicyConfig:
     weighted by the learner's ``aux_loss_coef``; e.g. ``[1, 2, 4, 8, 16]``. Each offset must
     be below the learner's ``segment_length``; empty: no such loss (txrl's memory learners
     only)."""
+    reconstruct_observation: bool = False
+    """Decode each step's observation from the memory output, an auxiliary loss
+    (``observation_reconstruction``, see :mod:`txrl.sb3.reconstruction`) weighted by the
+    learner's ``aux_loss_coef``: pixels for images, codes for MiniGrid-style views, the vector
+    otherwise; its gradient trains the encoder and the memory too. The loss Memory Gym's
+    Transformer-XL agents needed (txrl's memory learners only)."""
     critic_memory: Literal["shared", "separate"] | None = None
     """Whether the critic reads the actor's memory (``shared``) or a memory of its own, a
     second backbone of the same settings (``separate``: twice the backbone's cost).
@@ -148,6 +154,8 @@ class PolicyConfig:
             kwargs["training_precision"] = self.training_precision
         if self.predict_past:
             kwargs["predict_past"] = list(self.predict_past)
+        if self.reconstruct_observation:
+            kwargs["reconstruct_observation"] = True
         if self.critic_memory is not None:
             kwargs["critic_memory"] = self.critic_memory
         if self.net_arch is not None:
