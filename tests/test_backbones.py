@@ -156,7 +156,9 @@ def build_decay(settings: DecaySettings):  # -> Backbone
                 torch.zeros(batch_size, self.output_dim, **self.state_placement(device))
             )
 
-        def run(self, x, state, episode_starts, *, trace=False, stats=False) -> BackboneOutput:
+        def run(
+            self, x, state, episode_starts, *, trace=False, stats=False, next_state=True
+        ) -> BackboneOutput:
             self.check_inputs(x, state, episode_starts)
             h, outputs, before = state.h, [], []
             for t in range(x.shape[0]):
@@ -165,7 +167,8 @@ def build_decay(settings: DecaySettings):  # -> Backbone
                 h = settings.decay * keep * h + torch.tanh(self.embed(x[t]))
                 outputs.append(h)
             steps = DecayState(torch.stack(before).detach()) if trace else None
-            return BackboneOutput(torch.stack(outputs), DecayState(h.detach()), steps, {}, {})
+            after = DecayState(h.detach()) if next_state else None
+            return BackboneOutput(torch.stack(outputs), after, steps, {}, {})
 
     return DecayMemory()
 

@@ -77,7 +77,8 @@ def assert_next_rollout_recomputed_exactly(model) -> None:
     )
     model.policy.set_training_mode(True)
     batch = buffer.all_segments(model.policy.backbone, model.segment_length)
-    values, log_prob, _, _, _ = model.evaluate_batch(batch)
+    values, log_prob, _, _, out = model.evaluate_batch(batch)
+    assert out.state is None, "the training pass skips the memory after its segments"
     # float32 acting vs training pass: a tolerance relative to the magnitudes compared
     assert close(log_prob, batch.old_log_prob.flatten(), F32_REL)
     assert close(values, batch.old_values.flatten(), F32_REL)

@@ -415,12 +415,14 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         stats: bool = False,
         acting: bool = False,
         aux: bool = False,
+        next_state: bool = True,
     ) -> tuple[torch.Tensor, BackboneOutput]:
         """Features of X = T * B observations (time-major) through the memory -> (X, D).
 
         ``acting``: one step through :meth:`Backbone.step`, which may advance ``state`` in
         place. ``aux``: add the policy's own auxiliary losses (``predict_past``,
-        ``reconstruct_observation``) to the backbone's.
+        ``reconstruct_observation``) to the backbone's. ``next_state`` False: the output's
+        state is None (a training pass never reads it, so the backbone may skip building it).
         """
         t, b = episode_starts.shape
         features = self.extract_features(obs, self.features_extractor)  # (X, F)
@@ -428,7 +430,9 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         if acting:
             out = self.backbone.step(x, state, episode_starts, trace=trace)
         else:
-            out = self.backbone.run(x, state, episode_starts, trace=trace, stats=stats)
+            out = self.backbone.run(
+                x, state, episode_starts, trace=trace, stats=stats, next_state=next_state
+            )
         if aux and (self.predict_past or self.reconstruct_observation):
             own = dict(out.aux_losses)
             memory = self._heads_input(out.output)[0]  # (T, B, D), the actor's memory
@@ -542,11 +546,12 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         """Values, log-probs and entropies (X,) of T-step sequences of B envs, observations time-major.
 
         Also returns the distribution (for losses that need it, e.g. V-MPO's KL) and the
-        backbone output (auxiliary losses and diagnostics).
+        backbone output (auxiliary losses and diagnostics; its ``state`` is None, since no loss
+        reads the memory after the sequences).
         """
         with self._training_autocast():
             latent_pi, latent_vf, out = self._latent(
-                obs, state, episode_starts, stats=stats, aux=True
+                obs, state, episode_starts, stats=stats, aux=True, next_state=False
             )
         # the heads, the distribution and the losses in fp32 whatever the trunk ran in
         latent_pi, latent_vf = latent_pi.float(), latent_vf.float()
