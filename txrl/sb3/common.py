@@ -13,18 +13,20 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections import defaultdict
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar, overload
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.base_class import maybe_make_env
+from stable_baselines3.common.distributions import Distribution
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
+from txrl.learners import schedule
 from txrl.nn.state import clone_state, state_from_numpy, state_to_numpy
 from txrl.rl.buffer import MemoryDictRolloutBuffer, MemoryRolloutBuffer, SegmentBatch
 from txrl.sb3.graphs import GraphedActing, graphs_apply
@@ -49,6 +51,16 @@ CHECK_FINITE_MODES = ("raise", "warn", "off")
 CheckFinite = Literal["raise", "warn", "off"]
 
 
+def schedule_default(value: float | str) -> float | Schedule:
+    """A learner settings default (``txrl.learners``) as a constructor default: a number as it
+    is, a ``lin_<x>`` as SB3's linear schedule (:func:`txrl.learners.schedule`), so the
+    constructor takes what a config's settings pass it."""
+    if isinstance(value, str):
+        result: Schedule = schedule(value)
+        return result
+    return value
+
+
 class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[UpdateT]):
     """SB3 on-policy algorithm whose policy has memory; subclasses define the loss.
 
@@ -59,8 +71,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
 
     :param segment_length: steps per training sequence (S); ``n_steps`` and ``batch_size``
         must be multiples of it. A minibatch holds ``batch_size // segment_length`` segments.
-    :param aux_loss_coef: coefficient per named auxiliary loss a backbone reports
-        (e.g. ``{"span_l1": 1e-3}``); names not listed get coefficient 1.
+    :param aux_loss_coef: coefficient per named auxiliary loss, a backbone's (e.g.
+        ``{"span_l1": 1e-3}``) or the policy's own (``past_prediction``,
+        ``observation_reconstruction``); names not listed get coefficient 1.
     :param check_finite: what a NaN or infinite observation or reward from an env does:
         ``"raise"`` (default) stops with an error naming the env, the field and the rollout
         step; ``"warn"`` warns the same and keeps the data (SB3's ``VecCheckNan`` with
@@ -71,7 +84,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
 
     policy: MemoryActorCriticPolicy
     rollout_buffer: MemoryRolloutBuffer
-    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = POLICY_ALIASES  # type: ignore[assignment]
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = POLICY_ALIASES  # type: ignore[assignment]  # SB3's dict of BasePolicy classes; a dict is invariant in its values
 
     def __init__(
         self,
@@ -141,7 +154,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
             n_steps=n_steps,
             gamma=gamma,
             gae_lambda=gae_lambda,
-            ent_coef=ent_coef,
+            ent_coef=ent_coef,  # type: ignore[arg-type]  # SB3 types it float; MemoryPPO's _update_settings also reads a schedule
             vf_coef=vf_coef,
             max_grad_norm=max_grad_norm,
             use_sde=False,
@@ -240,7 +253,8 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         if not (self.cuda_graph and graphs_apply(policy)):
             return None
         with torch.inference_mode():
-            obs = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
+            assert self._last_obs is not None  # the rollout's first observation
+            obs = obs_as_tensor(self._last_obs, self.device)
             starts = torch.as_tensor(self._last_episode_starts, device=self.device).bool()
         try:
             return GraphedActing(policy, obs, memory, starts)
@@ -262,11 +276,12 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         self,
         env: VecEnv,
         callback: Any,
-        rollout_buffer: MemoryRolloutBuffer,  # type: ignore[override]
+        rollout_buffer: MemoryRolloutBuffer,  # type: ignore[override]  # SB3's takes any RolloutBuffer; this loop also stores the memory streams
         n_rollout_steps: int,
     ) -> bool:
         """SB3's rollout loop, acting with each env's memory and storing the memory streams."""
         assert self._last_obs is not None, "No previous observation was provided"
+        assert self._last_episode_starts is not None  # set with the first observation
         policy = self._acting_policy()
         policy.set_training_mode(False)
         n_steps = 0
@@ -280,10 +295,11 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
 
         while n_steps < n_rollout_steps:
             with torch.inference_mode():  # no autograd bookkeeping while acting
-                obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
+                obs_tensor = obs_as_tensor(self._last_obs, self.device)
                 starts = torch.as_tensor(
                     self._last_episode_starts, device=self.device
                 ).bool()  # (B,)
+                distribution: Distribution  # an ActingCategorical from the graph
                 if graphed is not None:
                     actions_t, values, log_probs, distribution, out = graphed(obs_tensor, starts)
                 else:
@@ -297,6 +313,8 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
 
             new_obs, rewards, dones, infos = env.step(clipped_actions)
+            # a Tuple observation space never gets here (_check_observation_space refuses it)
+            assert not isinstance(new_obs, tuple)
             if self.check_finite != "off":
                 _check_finite_step(self.check_finite, new_obs, rewards, n_steps, self.num_timesteps)
             self.num_timesteps += env.num_envs
@@ -322,16 +340,21 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 )
 
             rollout_buffer.add(
-                self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs
-            )  # type: ignore[arg-type]
+                self._last_obs,  # type: ignore[arg-type]  # a Dict env's buffer (MemoryDictRolloutBuffer) takes the dict SB3 types RolloutBuffer.add without
+                actions,
+                rewards,
+                self._last_episode_starts,
+                values,
+                log_probs,
+            )
             rollout_buffer.add_trace(out.trace)
             self._record_step(rollout_buffer, distribution)
-            self._last_obs = new_obs  # type: ignore[assignment]
+            self._last_obs = new_obs
             self._last_episode_starts = dones
 
         with torch.inference_mode():
             starts = torch.as_tensor(dones, device=self.device).bool()
-            values = policy.value_of(obs_as_tensor(new_obs, self.device), memory, starts)  # type: ignore[arg-type]
+            values = policy.value_of(obs_as_tensor(self._last_obs, self.device), memory, starts)
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
         callback.update_locals(locals())
         callback.on_rollout_end()
@@ -458,8 +481,8 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         explained = explained_variance(buffer.values.flatten(), buffer.returns.flatten())
         for key, values_logged in logged.items():
             self.logger.record(key, float(np.mean(values_logged)))
-        for key, value in (diagnostics or {}).items():
-            self.logger.record(key, value)
+        for key, diagnostic in (diagnostics or {}).items():
+            self.logger.record(key, diagnostic)
         self.logger.record("train/explained_variance", explained)
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record(
@@ -532,9 +555,18 @@ def _check_policy_kwargs(
         )
 
 
-def _env_with_checked_observations(env: GymEnv | str | None, verbose: int) -> GymEnv | str | None:
+@overload
+def _env_with_checked_observations(env: GymEnv | str, verbose: int) -> GymEnv: ...
+
+
+@overload
+def _env_with_checked_observations(env: None, verbose: int) -> None: ...
+
+
+def _env_with_checked_observations(env: GymEnv | str | None, verbose: int) -> GymEnv | None:
     """The env (made from its id, as SB3 would), its observation space checked first: SB3
-    wraps it in a DummyVecEnv, which fails without a useful message on some spaces."""
+    wraps it in a DummyVecEnv, which fails without a useful message on some spaces. None
+    (SB3's ``load`` builds the learner without an env) stays None."""
     if env is None:
         return None
     env = maybe_make_env(env, verbose)

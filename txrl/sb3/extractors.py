@@ -21,6 +21,8 @@ extractor by itself for them (:class:`txrl.sb3.policies.MemoryActorCriticPolicy`
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -36,7 +38,7 @@ MAX_SYMBOLIC_SIDE = 15
 N_CODES = 256
 
 
-def is_symbolic_grid(space: spaces.Space) -> bool:
+def is_symbolic_grid(space: spaces.Space) -> TypeGuard[spaces.Box]:
     """Whether ``space`` looks like a MiniGrid-style symbolic view.
 
     True for a ``Box(0, 255, uint8)`` of shape (H, W, 3) or (3, H, W) (channel-first, as after
@@ -89,6 +91,8 @@ class SymbolicGridExtractor(BaseFeaturesExtractor):
     extractor has to be built with ``normalize_images=False`` (the memory policies do so when
     they choose it). Codes are rounded, so float tensors holding integers are fine.
     """
+
+    code_offsets: torch.Tensor  # (C,) buffer
 
     def __init__(
         self,

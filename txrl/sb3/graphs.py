@@ -113,8 +113,10 @@ class GraphedActing:
         for mine, new in zip(self.state, out.state, strict=True):
             if new is not mine:  # a backbone that does not step in place (e.g. the LSTM)
                 mine.copy_(new)
-        self._trace_type = type(out.trace)
-        return log_probs, values, out.output, *out.trace
+        trace = out.trace
+        assert trace is not None  # act_discrete_heads asks the backbone for its trace
+        self._trace_type = type(trace)
+        return log_probs, values, out.output, *trace
 
     def load(self, state: Any) -> None:
         """Continue from ``state`` (copied into the graph's memory)."""

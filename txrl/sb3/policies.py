@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.distributions import CategoricalDistribution, Distribution
-from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.torch_layers import (
     BaseFeaturesExtractor,
@@ -29,6 +29,7 @@ from stable_baselines3.common.torch_layers import (
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 from torch.distributions import Categorical
+from torch.distributions import Distribution as TorchDistribution
 
 from txrl.backbones import make_backbone, shared_settings
 from txrl.learners import MEMORY_POLICY_NAMES
@@ -83,15 +84,17 @@ class ActingCategorical(CategoricalDistribution):
         self._categorical: Categorical | None = None
         super().__init__(log_probs.shape[-1])
 
-    @property  # type: ignore[override]
+    @property
     def distribution(self) -> Categorical:
         if self._categorical is None:
             self._categorical = Categorical(logits=self._log_probs)
         return self._categorical
 
     @distribution.setter
-    def distribution(self, value: Categorical | None) -> None:
-        # SB3's base class sets None; proba_distribution sets a new one
+    def distribution(self, value: TorchDistribution | list[TorchDistribution] | None) -> None:
+        # the base class's attribute type; proba_distribution sets a new Categorical
+        if value is not None and not isinstance(value, Categorical):
+            raise TypeError(f"ActingCategorical holds a Categorical, got {type(value).__name__}")
         if value is not None:
             self._log_probs = value.logits
         self._categorical = value
@@ -165,13 +168,15 @@ class MemoryCombinedExtractor(BaseFeaturesExtractor):
         for key, subspace in observation_space.spaces.items():
             if is_symbolic_grid(subspace):
                 extractors[key] = SymbolicGridExtractor(
-                    subspace,  # type: ignore[arg-type]
+                    subspace,
                     features_dim=cnn_output_dim,
                     **(grid_kwargs or {}),
                 )
                 total += cnn_output_dim
-            elif is_image_space(subspace, normalized_image=normalized_image):
-                extractors[key] = SmallCNN(subspace, cnn_output_dim, normalized_image)  # type: ignore[arg-type]
+            elif isinstance(subspace, spaces.Box) and is_image_space(
+                subspace, normalized_image=normalized_image
+            ):
+                extractors[key] = SmallCNN(subspace, cnn_output_dim, normalized_image)
                 total += cnn_output_dim
                 if scale_images:
                     self.scaled.add(key)
@@ -425,7 +430,9 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         state is None (a training pass never reads it, so the backbone may skip building it).
         """
         t, b = episode_starts.shape
-        features = self.extract_features(obs, self.features_extractor)  # (X, F)
+        # the one shared extractor (__init__ refuses share_features_extractor=False); the base
+        # class's method, typed as the tensor it returns, where ActorCriticPolicy's may pair it
+        features = BasePolicy.extract_features(self, obs, self.features_extractor)  # (X, F)
         x = features.reshape(t, b, -1)  # (X, F) -> (T, B, F)
         if acting:
             out = self.backbone.step(x, state, episode_starts, trace=trace)
@@ -511,8 +518,14 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         actions = continuous.get_actions(deterministic=deterministic)
         log_prob = continuous.log_prob(actions)
         values = self.value_net(latent_vf)
-        actions = actions.reshape((-1, *self.action_space.shape))  # type: ignore[misc]
+        actions = actions.reshape((-1, *self._action_shape()))
         return actions, values, log_prob, continuous, out
+
+    def _action_shape(self) -> tuple[int, ...]:
+        """The action space's shape (gymnasium allows None; every space SB3 acts in has one)."""
+        shape = self.action_space.shape
+        assert shape is not None
+        return shape
 
     def act_discrete_heads(
         self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor
@@ -598,7 +611,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             latent, out = self._memory_output(obs, memory, starts[None], acting=True)
             actions = self._actor_actions(latent, deterministic)
         self._last_predicted_state = out.state
-        actions_np = actions.cpu().numpy().reshape((-1, *self.action_space.shape))  # type: ignore[misc]
+        actions_np = actions.cpu().numpy().reshape((-1, *self._action_shape()))
         if isinstance(self.action_space, spaces.Box):
             if self.squash_output:
                 actions_np = self.unscale_action(actions_np)
@@ -627,7 +640,8 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         field by field against an empty state (:func:`txrl.nn.state.as_state`)."""
         if state is None:
             return self.initial_state(n_envs)
-        if state is getattr(self, "_last_predicted_state", None):
+        last: Any = getattr(self, "_last_predicted_state", None)  # none before the first call
+        if state is last:
             held = state[0].shape[0]
             if held != n_envs:
                 raise ValueError(

@@ -28,10 +28,20 @@ from stable_baselines3.common.utils import FloatSchedule
 from txrl.learners.ppo import MemoryPPOSettings
 from txrl.rl.buffer import SegmentBatch
 from txrl.rl.ppo_loss import ppo_loss
-from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm
+from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm, schedule_default
 from txrl.sb3.policies import MemoryActorCriticPolicy
 
 _DEFAULTS = MemoryPPOSettings()  # the constructor's defaults, declared (and documented) there
+# the defaults of settings that may be ``lin_<x>`` schedules, as the constructor takes them
+_LEARNING_RATE = schedule_default(_DEFAULTS.learning_rate)
+_CLIP_RANGE = schedule_default(_DEFAULTS.clip_range)
+_ENT_COEF = schedule_default(_DEFAULTS.ent_coef)
+
+
+def _at(value: float | Schedule, progress: float) -> float:
+    """A setting at ``progress`` (SB3's progress remaining): a float, or a schedule of it
+    (``lin_<x>`` in a config; ``_setup_model`` makes the clip ranges schedules)."""
+    return float(value(progress) if callable(value) else value)
 
 
 class PPOUpdate(NamedTuple):
@@ -64,17 +74,17 @@ class MemoryPPO(MemoryOnPolicyAlgorithm[PPOUpdate]):
         self,
         policy: str | type[MemoryActorCriticPolicy],
         env: GymEnv | str,
-        learning_rate: float | Schedule = _DEFAULTS.learning_rate,
+        learning_rate: float | Schedule = _LEARNING_RATE,
         n_steps: int = _DEFAULTS.n_steps,
         batch_size: int = _DEFAULTS.batch_size,
         n_epochs: int = _DEFAULTS.n_epochs,
         segment_length: int = _DEFAULTS.segment_length,
         gamma: float = _DEFAULTS.gamma,
         gae_lambda: float = _DEFAULTS.gae_lambda,
-        clip_range: float | Schedule = _DEFAULTS.clip_range,
+        clip_range: float | Schedule = _CLIP_RANGE,
         clip_range_vf: float | Schedule | None = _DEFAULTS.clip_range_vf,
         normalize_advantage: bool = _DEFAULTS.normalize_advantage,
-        ent_coef: float | Schedule = _DEFAULTS.ent_coef,
+        ent_coef: float | Schedule = _ENT_COEF,
         vf_coef: float = _DEFAULTS.vf_coef,
         max_grad_norm: float = _DEFAULTS.max_grad_norm,
         target_kl: float | None = _DEFAULTS.target_kl,
@@ -132,10 +142,9 @@ class MemoryPPO(MemoryOnPolicyAlgorithm[PPOUpdate]):
 
     def _update_settings(self) -> PPOUpdate:
         progress = self._current_progress_remaining
-        clip_range = self.clip_range(progress)  # type: ignore[operator]
-        clip_range_vf = self.clip_range_vf(progress) if self.clip_range_vf is not None else None  # type: ignore[operator]
-        # a float, or a schedule of the progress remaining (``lin_<x>`` in a config)
-        ent_coef = float(self.ent_coef(progress) if callable(self.ent_coef) else self.ent_coef)
+        clip_range = _at(self.clip_range, progress)
+        clip_range_vf = None if self.clip_range_vf is None else _at(self.clip_range_vf, progress)
+        ent_coef = _at(self.ent_coef, progress)
         self.logger.record("train/clip_range", clip_range)
         if clip_range_vf is not None:
             self.logger.record("train/clip_range_vf", clip_range_vf)

@@ -160,7 +160,9 @@ class ObservationDecoder(nn.Module):
     def __init__(self, observation_space: spaces.Space, memory_dim: int) -> None:
         super().__init__()
         self.entry = reconstructed_entry(observation_space)
-        space = observation_space if self.entry is None else observation_space[self.entry]  # type: ignore[index]
+        space = observation_space
+        if isinstance(observation_space, spaces.Dict) and self.entry is not None:
+            space = observation_space[self.entry]
         self.space = space
         self.kind: ObservationKind = observation_kind(space)
         if self.kind == "vector":
@@ -169,8 +171,9 @@ class ObservationDecoder(nn.Module):
                 nn.Linear(memory_dim, memory_dim), nn.ReLU(), nn.Linear(memory_dim, width)
             )
             return
-        channels, height, width = _channels_first_shape(space)  # type: ignore[arg-type]
-        self.channels_first = bool(is_image_space_channels_first(space))  # type: ignore[arg-type]
+        assert isinstance(space, spaces.Box)  # images and code grids are Box spaces
+        channels, height, width = _channels_first_shape(space)
+        self.channels_first = bool(is_image_space_channels_first(space))
         if self.kind == "codes":
             # the 2x2 mirror to 32 maps, then per cell logits over every code of every channel
             self.net = nn.Sequential(
@@ -187,9 +190,9 @@ class ObservationDecoder(nn.Module):
         """Observations (X, ...) as the decoder's target: (X, C, H, W) pixels in [0, 1] or codes
         (long), or (X, N) vectors."""
         if self.kind == "vector":
-            return (
-                preprocess_obs(observations, self.space, normalize_images=False).float().flatten(1)
-            )  # type: ignore[union-attr]
+            vectors = preprocess_obs(observations, self.space, normalize_images=False)
+            assert isinstance(vectors, torch.Tensor)  # a tensor in, a tensor out (Dict: a dict)
+            return vectors.float().flatten(1)
         if not self.channels_first:
             observations = observations.permute(0, 3, 1, 2)  # (X, H, W, C) -> (X, C, H, W)
         if self.kind == "codes":
@@ -211,8 +214,13 @@ class ObservationDecoder(nn.Module):
         self, memory: torch.Tensor, observations: torch.Tensor | dict[str, torch.Tensor]
     ) -> torch.Tensor:
         """Mean reconstruction error of X observations from their memory outputs (X, D)."""
-        obs = observations[self.entry] if self.entry is not None else observations  # type: ignore[index]
-        target = self._target(obs)  # type: ignore[arg-type]
+        obs = observations
+        if isinstance(observations, dict) and self.entry is not None:
+            obs = observations[self.entry]
+        assert isinstance(
+            obs, torch.Tensor
+        )  # a Dict space's observations: a dict holding the entry
+        target = self._target(obs)
         prediction = self(memory).float()
         if self.kind == "pixels":
             return F.binary_cross_entropy_with_logits(prediction, target)

@@ -22,6 +22,9 @@ from txrl.sb3.logger import FolderlessLogging
 class RecurrentPPO(FolderlessLogging, ContribRecurrentPPO):
     """sb3-contrib's RecurrentPPO with its per-env LSTM state exposed for checkpoints."""
 
+    # the LSTM states, None before setup
+    _last_lstm_states: RNNStates | None  # type: ignore[assignment]  # sb3-contrib's __init__ assigns a bare None, so its inferred type is None
+
     def get_memory(self) -> tuple[np.ndarray, ...] | None:
         """The LSTM states (h, c) of the actor and the critic, each (layers, envs, hidden)."""
         states = self._last_lstm_states

@@ -39,10 +39,12 @@ from txrl.rl.vmpo_loss import (
     VMPOMultipliers,
     vmpo_loss,
 )
-from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm
+from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm, schedule_default
 from txrl.sb3.policies import MemoryActorCriticPolicy
 
 _DEFAULTS = VMPOSettings()  # the constructor's defaults, declared (and documented) there
+# the defaults of settings that may be ``lin_<x>`` schedules, as the constructor takes them
+_LEARNING_RATE = schedule_default(_DEFAULTS.learning_rate)
 
 
 class VMPOUpdate(NamedTuple):
@@ -80,7 +82,7 @@ class VMPO(MemoryOnPolicyAlgorithm[VMPOUpdate]):
         self,
         policy: str | type[MemoryActorCriticPolicy],
         env: GymEnv | str,
-        learning_rate: float | Schedule = _DEFAULTS.learning_rate,
+        learning_rate: float | Schedule = _LEARNING_RATE,
         n_steps: int = _DEFAULTS.n_steps,
         batch_size: int = _DEFAULTS.batch_size,
         n_epochs: int = _DEFAULTS.n_epochs,
@@ -167,14 +169,16 @@ class VMPO(MemoryOnPolicyAlgorithm[VMPOUpdate]):
         super()._setup_model()
         config = self.vmpo_config
         if config.popart:
-            self.policy.value_net = PopArtValueHead(
+            # SB3 declares value_net an nn.Linear; the PopArt head takes its place (a linear
+            # map of the critic's latent, plus the statistics that rescale it)
+            self.policy.value_net = PopArtValueHead(  # type: ignore[assignment]  # not an nn.Linear subclass
                 self.policy.value_net.in_features,
                 step_size=config.popart_step_size,
                 scale_lower=config.popart_scale_lower,
                 scale_upper=config.popart_scale_upper,
             ).to(self.device)
             # the optimizer must hold the new head's parameters
-            self.policy.optimizer = self.policy.optimizer_class(
+            self.policy.optimizer = self.policy.optimizer_class(  # type: ignore[call-arg]  # typed as torch's base Optimizer, whose constructor has no lr; every concrete one (Adam by default) takes it
                 self.policy.parameters(), lr=self.lr_schedule(1), **self.policy.optimizer_kwargs
             )
         continuous = isinstance(self.action_space, spaces.Box)
@@ -278,7 +282,12 @@ class VMPO(MemoryOnPolicyAlgorithm[VMPOUpdate]):
 
     def _after_gradient_step(self) -> None:
         self._gradient_steps += 1
-        if self.target_policy is not None and self._gradient_steps % self.target_update_period == 0:  # type: ignore[operator]
+        period = self.target_update_period  # None exactly when there is no target policy
+        if (
+            self.target_policy is not None
+            and period is not None
+            and self._gradient_steps % period == 0
+        ):
             self.target_policy.load_state_dict(self.policy.state_dict())
 
 
