@@ -67,6 +67,13 @@ BAD_CONFIGS: list[tuple[dict[str, Any], list[str]]] = [
         {"policy": {"encoder_kwargs": {"features_dim": 8}}},
         ["rejected by FlattenExtractor", "its arguments: none"],
     ),
+    (  # sb3-contrib's RecurrentPPO would train without ever applying the loss
+        {"algo": "recurrent_ppo", "policy": {"backbone": "lstm", "reconstruct_observation": True}},
+        [
+            "policy.reconstruct_observation applies to txrl's memory learners (ppo, vmpo",
+            "algo recurrent_ppo has no such loss",
+        ],
+    ),
 ]
 
 

@@ -34,18 +34,22 @@ def resolve(config: TrainConfig) -> TrainConfig:
             f"got {policy.backbone!r} (with policy.inapplicable: drop the settings the new "
             "backbone does not have are cleared)"
         )
+    memory_learners = ", ".join(n.name for n in learners() if n.memory_policy)
     if not learner.memory_policy and policy.training_precision != "fp32":
         problems.append(
             f"policy.training_precision {policy.training_precision!r} applies to txrl's memory "
-            f"learners ({', '.join(n.name for n in learners() if n.memory_policy)}); "
-            f"algo {config.algo} trains in fp32"
+            f"learners ({memory_learners}); algo {config.algo} trains in fp32"
         )
-    if policy.predict_past and not learner.memory_policy:
-        problems.append(
-            f"policy.predict_past applies to txrl's memory learners "
-            f"({', '.join(n.name for n in learners() if n.memory_policy)}); "
-            f"algo {config.algo} has no such loss"
-        )
+    # the policy's own auxiliary losses: only txrl's memory policies compute them
+    for name, wanted in (
+        ("predict_past", bool(policy.predict_past)),
+        ("reconstruct_observation", policy.reconstruct_observation),
+    ):
+        if wanted and not learner.memory_policy:
+            problems.append(
+                f"policy.{name} applies to txrl's memory learners ({memory_learners}); "
+                f"algo {config.algo} has no such loss"
+            )
     segment = getattr(config.learner, "segment_length", None)
     if policy.predict_past and segment is not None and max(policy.predict_past) >= segment:
         problems.append(
