@@ -43,3 +43,42 @@ def test_the_kinds_are_the_encoder_prefixes_configs_use(encoder: str) -> None:
         "multi_input": gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (3,))}),
     }[encoder]
     assert encoder_prefix(encoder, space) in policies.ENCODER_POLICY_BASES
+
+
+def test_auto_encoder_takes_pixels_through_a_cnn_and_keeps_code_grids_embedded() -> None:
+    import gymnasium as gym
+    import numpy as np
+
+    from txrl.config import TrainConfig
+    from txrl.learners import get_learner
+    from txrl.sb3.extractors import SymbolicGridExtractor
+
+    box = gym.spaces.Box
+    expected = {
+        "Cnn": [
+            box(0, 255, (84, 84, 3), np.uint8),  # Memory Gym's RGB frames
+            box(0, 255, (3, 84, 84), np.uint8),  # channel-first, after VecTransposeImage
+            box(0, 255, (64, 64, 1), np.uint8),
+        ],
+        "Mlp": [
+            box(0, 255, (7, 7, 3), np.uint8),  # MiniGrid's view: codes, not pixels
+            box(0.0, 1.0, (84, 84, 3), np.float32),  # not an image to SB3 (not uint8)
+            box(-1, 1, (3,)),
+        ],
+        "MultiInput": [gym.spaces.Dict({"image": box(0, 255, (84, 84, 3), np.uint8)})],
+    }
+    for prefix, spaces in expected.items():
+        for space in spaces:
+            assert encoder_prefix("auto", space) == prefix, space
+    # the memory learners' policy for each: pixels reach SmallCNN (NatureCNN at 84x84), the
+    # MiniGrid grid the code embedding, as before
+    policy_config = TrainConfig.from_dict({}).policy
+    learner = get_learner("ppo")
+    for space, encoder in (
+        (expected["Cnn"][0], policies.SmallCNN),
+        (expected["Mlp"][0], SymbolicGridExtractor),
+    ):
+        name, _ = learner.policy(policy_config, space)
+        assert policies.POLICY_ALIASES[name].encoder_class(space) is encoder, name
+    # a named encoder is taken as it is
+    assert encoder_prefix("mlp", expected["Cnn"][0]) == "Mlp"

@@ -43,9 +43,10 @@ class MemoryLearnerSettings(SB3LearnerSettings):
     those of :class:`txrl.sb3.common.MemoryOnPolicyAlgorithm`."""
 
     aux_loss_coef: dict[str, NonNegativeFloat] | None = None
-    """Coefficient per auxiliary loss a backbone reports (``span_l1`` of adaptive_span,
-    ``ponder_cost`` of universal, ``attention_reconstruction`` of compressive); a loss not
-    listed, or ``null``, gets coefficient 1."""
+    """Coefficient per auxiliary loss: those a backbone reports (``span_l1`` of adaptive_span,
+    ``ponder_cost`` of universal, ``attention_reconstruction`` of compressive) and the policy's
+    own (``past_prediction`` of ``policy.predict_past``, ``observation_reconstruction`` of
+    ``policy.reconstruct_observation``); a loss not listed, or ``null``, gets coefficient 1."""
     check_finite: CheckFinite = "raise"
     """On a NaN/inf observation or reward: ``raise`` (names env and step), ``warn``, or ``off``.
     A non-finite loss always stops training before the optimizer step."""
@@ -176,12 +177,29 @@ def get_learner(name: str) -> Learner:
 
 
 def encoder_prefix(encoder: str, observation_space: Any) -> str:
-    """SB3 policy-name prefix for ``policy.encoder``: Mlp, Cnn or MultiInput."""
+    """SB3 policy-name prefix for ``policy.encoder``: Mlp, Cnn or MultiInput.
+
+    ``auto``: MultiInput for Dict observations; Cnn for images as SB3 sees them
+    (``is_image_space``: uint8 pixels in [0, 255], e.g. Memory Gym's 84x84 RGB frames), which
+    flattened into an MLP would lose their layout; Mlp for the rest, MiniGrid-style code grids
+    included: SB3 counts them as images too, but their cells hold object, colour and state
+    codes, not intensities (the memory policies embed them with
+    :class:`txrl.sb3.extractors.SymbolicGridExtractor`).
+    """
     from gymnasium import spaces
 
-    if encoder == "auto":
-        return "MultiInput" if isinstance(observation_space, spaces.Dict) else "Mlp"
-    return {"mlp": "Mlp", "cnn": "Cnn", "multi_input": "MultiInput"}[encoder]
+    if encoder != "auto":
+        return {"mlp": "Mlp", "cnn": "Cnn", "multi_input": "MultiInput"}[encoder]
+    if isinstance(observation_space, spaces.Dict):
+        return "MultiInput"
+    # imported here: both import torch, which this module must not (see the module docstring)
+    from stable_baselines3.common.preprocessing import is_image_space
+
+    from txrl.sb3.extractors import is_symbolic_grid
+
+    if is_image_space(observation_space) and not is_symbolic_grid(observation_space):
+        return "Cnn"
+    return "Mlp"
 
 
 def memory_policy(policy: Any, observation_space: Any) -> tuple[str, dict[str, Any]]:
