@@ -275,11 +275,9 @@ def test_a_registered_backbone_joins_a_compare_grid(decay_backbone, tmp_path: Pa
         },
     )
     specs = plan(grid, tmp_path)
+    # each variant in the axis's order, each with both seeds
     assert [(s.variant, s.seed) for s in specs] == [
-        ("decay", 0),
-        ("decay", 1),
-        ("lstm", 0),
-        ("lstm", 1),
+        (v, n) for v in ("decay", "lstm") for n in (0, 1)
     ]
     assert specs[0].config["policy"]["backbone"] == decay_backbone
 

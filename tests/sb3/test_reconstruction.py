@@ -48,6 +48,29 @@ def image_env(n_envs: int = 2) -> DummyVecEnv:
     return DummyVecEnv([rgb_memory] * n_envs)
 
 
+def learner(
+    algo: type[MemoryPPO] | type[VMPO],
+    policy_name: str,
+    settings: dict,
+    *,
+    n_steps: int = 32,
+    segment_length: int = 16,
+    **kwargs: object,
+) -> MemoryPPO | VMPO:
+    """``algo`` on two pixel envs with the loss on, each update one minibatch of the whole
+    rollout (``kwargs``: more of the learner's arguments)."""
+    return algo(
+        policy_name,
+        image_env(n_envs=2),
+        n_steps=n_steps,
+        batch_size=2 * n_steps,
+        segment_length=segment_length,
+        seed=0,
+        policy_kwargs=settings | {"reconstruct_observation": True},
+        **kwargs,
+    )
+
+
 def policy(kind: str, **options: object) -> MemoryActorCriticPolicy:
     cls, space = POLICY_OF[kind]
     torch.manual_seed(0)
@@ -172,16 +195,7 @@ def test_a_bad_setting_is_named() -> None:
 
 
 def test_acting_equals_training_with_the_loss_on() -> None:
-    model = MemoryPPO(
-        "CnnGTrXLPolicy",
-        image_env(),
-        n_steps=24,
-        batch_size=48,
-        segment_length=8,
-        n_epochs=1,
-        seed=0,
-        policy_kwargs=SMALL | {"reconstruct_observation": True},
-    )
+    model = learner(MemoryPPO, "CnnGTrXLPolicy", SMALL, n_steps=24, segment_length=8, n_epochs=1)
     model.learn(48)  # one update: the decoder's gradient has moved the encoder and memory
     assert RECONSTRUCTION_LOSS in {k.rpartition("/")[2] for k in model.logger.name_to_value}
     assert_next_rollout_recomputed_exactly(model)
@@ -196,16 +210,12 @@ def test_acting_equals_training_with_the_loss_on() -> None:
     ],
 )
 def test_memory_ppo_adds_weights_and_logs_it(backbone: str, settings: dict) -> None:
-    model = MemoryPPO(
+    model = learner(
+        MemoryPPO,
         "CnnMemoryPolicy",
-        image_env(),
-        n_steps=32,
-        batch_size=64,
-        segment_length=16,
+        settings | {"backbone": backbone},
         n_epochs=2,
-        seed=0,
         aux_loss_coef={RECONSTRUCTION_LOSS: 0.5},
-        policy_kwargs=settings | {"backbone": backbone, "reconstruct_observation": True},
     )
     decoder = [p.detach().clone() for p in model.policy.observation_decoder.parameters()]
     model.learn(256)
@@ -216,16 +226,7 @@ def test_memory_ppo_adds_weights_and_logs_it(backbone: str, settings: dict) -> N
 
 
 def test_vmpo_trains_with_it_and_save_load_keeps_it(tmp_path) -> None:
-    model = VMPO(
-        "CnnGTrXLPolicy",
-        image_env(),
-        n_steps=32,
-        batch_size=64,
-        segment_length=16,
-        n_epochs=1,
-        seed=0,
-        policy_kwargs=SMALL | {"reconstruct_observation": True},
-    )
+    model = learner(VMPO, "CnnGTrXLPolicy", SMALL, n_epochs=1)
     model.learn(128)
     assert 0.0 < model.logger.name_to_value[f"train/aux/{RECONSTRUCTION_LOSS}"] < 1.0
     model.save(tmp_path / "model.zip")
