@@ -98,7 +98,9 @@ class PolicyConfig:
     """SB3 ``net_arch`` of the heads after the backbone: ``[64]`` or ``{pi: [64], vf: [64]}``."""
     encoder: Literal["auto", "mlp", "cnn", "multi_input"] = "auto"
     """Observation encoder before the backbone; ``auto``: ``multi_input`` for Dict
-    observations, else ``mlp`` (which flattens, fine for MiniGrid's 7x7x3 codes)."""
+    observations, ``cnn`` for images as SB3 sees them (uint8 pixels, e.g. Memory Gym's 84x84
+    frames), else ``mlp`` (MiniGrid's 7x7x3 codes included: the memory policies embed them
+    with :class:`txrl.sb3.extractors.SymbolicGridExtractor`)."""
     encoder_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the encoder's class (SB3's ``features_extractor_kwargs``), e.g.
     ``{features_dim: 128, pooled: true}`` for :class:`txrl.sb3.extractors.SymbolicGridExtractor`,
