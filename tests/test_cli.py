@@ -85,6 +85,7 @@ def test_train_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "nothing to resume" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # trains twice, once with env worker processes
 def test_subproc_envs_train_exactly_as_in_process_ones(tmp_path: Path) -> None:
     """``env.vec_env: subproc`` (SB3's SubprocVecEnv, one process per env) steps the same
     seeded envs as ``dummy``, so training ends at the same parameters."""
@@ -101,6 +102,7 @@ def test_subproc_envs_train_exactly_as_in_process_ones(tmp_path: Path) -> None:
         assert torch.equal(value, finals["subproc"][name]), name
 
 
+@pytest.mark.slow  # a training process, killed and resumed
 def test_kill_9_then_resume_continues_exactly(tmp_path: Path) -> None:
     """SIGKILL a training process after its first checkpoint; the resumed run must equal an
     uninterrupted one (same seed) step for step, down to the weights."""
@@ -253,6 +255,7 @@ def test_demo_still_works(capsys: pytest.CaptureFixture[str]) -> None:
     assert "max |step-by-step - whole sequence|" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # RL Zoo training in a subprocess
 def test_rl_zoo_trains_memory_ppo(tmp_path: Path) -> None:
     args = "train --algo memory_ppo --env txrl/TMazePassive-v0 -n 64 --eval-freq -1"
     hyperparams = "--hyperparams n_envs:2 n_steps:16 batch_size:32 n_epochs:1"

@@ -196,6 +196,7 @@ def _check_outputs(out: Path) -> None:
         assert record["stopped_at_target"] is False
 
 
+@pytest.mark.slow  # trains the tiny grid twice, two worker processes
 def test_local_backend_runs_the_tiny_grid_and_resumes_a_half_done_run(tmp_path: Path) -> None:
     config = load_compare_config(TINY)
     _, outcomes = compare(config, tmp_path, backend="local", workers=2, echo=lambda _: None)
@@ -230,6 +231,7 @@ def test_local_backend_runs_the_tiny_grid_and_resumes_a_half_done_run(tmp_path: 
     assert read_csv(record / "results.csv") == read_csv(tmp_path / "results.csv")
 
 
+@pytest.mark.slow  # starts a Ray cluster and trains the tiny grid
 def test_ray_backend_runs_the_tiny_grid(tmp_path: Path) -> None:
     config = load_compare_config(TINY)
     _, outcomes = compare(config, tmp_path, backend="ray", workers=2, echo=lambda _: None)
@@ -418,6 +420,7 @@ def test_summaries_without_rliable_fall_back_and_say_so(
     )
 
 
+@pytest.mark.slow  # trains one run of the grid
 def test_only_runs_part_of_the_grid_and_summarises_all_of_it(tmp_path: Path) -> None:
     """``--only`` picks runs by axis label and seed; the rest of the grid is left alone, and
     the summary counts every finished run, whichever process ran it."""
@@ -452,6 +455,7 @@ def test_only_names_what_is_valid(tmp_path: Path, only: list[str], message: str)
     assert not (tmp_path / "runs").exists()  # nothing was started
 
 
+@pytest.mark.slow  # a compare process and its training workers
 def test_killed_compare_takes_its_workers_with_it(tmp_path: Path) -> None:
     """A compare process killed outright (SIGKILL, no chance to clean up) leaves no worker
     training on and holding its run, so the next compare can resume that run."""

@@ -198,6 +198,7 @@ def test_a_critic_with_its_own_memory_has_its_layers_recorded_by_name(tmp_path: 
 # ---------------------------------------------------------------------------- files and video
 
 
+@pytest.mark.slow  # trains, then encodes videos
 def test_cli_writes_maps_traces_summary_data_and_one_video_frame_per_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,8 @@ SOURCE_FILES = ("pyproject.toml", "README.md")
 #: Top-level directory -> the package it installs as (package-dir of pyproject.toml).
 INSTALLED_AS = {"txrl": "txrl", "agents": "txrl/agents", "envs": "txrl/envs"}
 
+pytestmark = pytest.mark.slow  # builds a wheel and installs it; runs Python in subprocesses
+
 
 def _pip(*args: str, cwd: Path) -> None:
     subprocess.run(
@@ -130,7 +132,6 @@ for argv in (["train", *task, "-n", "64", "--eval-freq", "-1", *small],
 """
 
 
-@pytest.mark.slow
 def test_installed_zoo_trains_and_enjoys_with_its_packaged_hyperparameters(
     installed: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:

@@ -88,6 +88,7 @@ def test_ctrl_c_before_the_first_checkpoint_says_so(
     assert line.endswith(f"resume with: txrl train --resume {run_dir}")
 
 
+@pytest.mark.slow  # a training process, interrupted
 def test_sigint_to_a_training_process(tmp_path: Path) -> None:
     """A real Ctrl-C (SIGINT) to ``txrl train``: one line on stderr, exit status 130."""
     import signal
@@ -281,6 +282,7 @@ def test_switching_learner_names_the_dropped_section(
 # ---------------------------------------------------------------------------- temp directory
 
 
+@pytest.mark.slow  # a training process
 def test_training_leaves_the_temp_directory_as_it_was(tmp_path: Path) -> None:
     """In a fresh process (in this one torch may have made its cache directory already):
     ``TMPDIR`` is where ``tempfile.gettempdir()`` and torch put temporary files."""

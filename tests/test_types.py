@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # mypy over the whole library in a subprocess
 def test_mypy_passes_on_the_library() -> None:
     # files, Python version and per-module settings come from [tool.mypy] of pyproject.toml;
     # the incremental cache (.mypy_cache) keeps reruns to a few seconds

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "time_to_solve.py"
+
+pytestmark = pytest.mark.slow  # each test trains txrl and RecurrentPPO end to end
+
 TINY = ["--lengths", "2", "--seeds", "0", "--budget", "256", "--eval-every", "128"]
 
 

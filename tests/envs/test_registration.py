@@ -107,6 +107,7 @@ def _solve_vectorized(venv: VecEnv, n_envs: int, episodes: int) -> list[bool]:
     return successes
 
 
+@pytest.mark.slow  # spawned env worker processes
 def test_subproc_vec_env_with_spawn() -> None:
     venv = SubprocVecEnv([make_env_fn("txrl/TMaze-v0", length=6)] * 2, start_method="spawn")
     try:

@@ -97,6 +97,7 @@ def test_make_vec_env_render_modes_and_check_env(env_id: str) -> None:
     assert not unexpected, unexpected
 
 
+@pytest.mark.slow  # a fresh process and its env workers
 def test_subproc_vec_env_workers_make_the_ids_themselves() -> None:
     # One id per family, made by SubprocVecEnv workers of a process that never imports txrl:
     # the "txrl.envs:" prefix has each worker import (and so register) the tasks. The fork

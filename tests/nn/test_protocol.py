@@ -237,6 +237,7 @@ def test_trxl_step_attends_to_at_most_memory_plus_self() -> None:
     assert 0.0 <= out.stats["layer1/gate_attention"].item() <= 1.0
 
 
+@pytest.mark.slow  # torch.compile
 @pytest.mark.parametrize("name", ["gtrxl", "trxl"])
 def test_compiled_acting_step_equals_the_sequence(name: str) -> None:
     # compile_step runs the ring step's layer loop through torch.compile (one float32 graph):
