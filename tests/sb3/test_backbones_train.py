@@ -36,6 +36,7 @@ def small_model(name: str, n_envs: int, length: int, **kwargs) -> MemoryPPO:
     )
 
 
+@pytest.mark.slow  # 2048 training steps per backbone
 @pytest.mark.parametrize("name", backbone_names())
 def test_memory_ppo_trains_with_backbone(name: str) -> None:
     model = small_model(

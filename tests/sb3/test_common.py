@@ -84,6 +84,7 @@ def assert_next_rollout_recomputed_exactly(model) -> None:
     assert close(values, batch.old_values.flatten(), F32_REL)
 
 
+@pytest.mark.slow  # torch.compile
 def test_compiled_acting_step_trains_exactly() -> None:
     # compile_step: rollouts act through the compiled ring step, training runs the eager
     # sequence pass, and the two agree as the eager acting step does
@@ -508,6 +509,7 @@ def test_previous_action_and_reward_reach_the_backbone() -> None:
     assert np.isfinite(mean_reward)
 
 
+@pytest.mark.slow  # SubprocVecEnv worker processes
 def test_subproc_envs_callbacks_and_progress_bar() -> None:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import SubprocVecEnv

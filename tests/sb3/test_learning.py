@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import gymnasium as gym
+import pytest
 from stable_baselines3 import PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
@@ -90,6 +91,7 @@ def learn_until_solved(
     return callback.best
 
 
+@pytest.mark.slow  # trains MemoryPPO until it solves the T-maze
 def test_gtrxl_solves_the_tmaze() -> None:
     policy_kwargs = {
         "d_model": 32,
@@ -104,6 +106,7 @@ def test_gtrxl_solves_the_tmaze() -> None:
     assert learn_until_solved(model, 2 * BUDGET, every=4096) >= 0.9
 
 
+@pytest.mark.slow  # trains a memoryless baseline to show it stays at chance
 def test_memoryless_ppo_stays_at_chance() -> None:
     model = PPO("MlpPolicy", tmaze(8, seed=0), policy_kwargs={"net_arch": [32]}, **HYPER)
     model.learn(BUDGET)

@@ -62,6 +62,7 @@ def test_recipes_ask_for_pixels_and_the_reconstruction_loss(path: Path) -> None:
     assert config.env.id.startswith("txrl/memorygym-") and config.env.id.endswith("-Grid-v0")
 
 
+@pytest.mark.slow  # trains each recipe through txrl train
 @needs_memory_gym
 @pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
 def test_recipe_trains_a_few_hundred_steps(path: Path, tmp_path: Path) -> None:

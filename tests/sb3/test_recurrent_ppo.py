@@ -10,6 +10,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from sb3_contrib import RecurrentPPO as ContribRecurrentPPO
@@ -103,6 +104,7 @@ def test_learn_leaves_no_folder_in_the_temp_dir(tmp_path: Path, monkeypatch) -> 
     assert "train/n_updates" in model.logger.name_to_value  # it logged, in memory
 
 
+@pytest.mark.slow  # trains a compare grid of RecurrentPPO and MemoryPPO
 def test_compare_runs_it_beside_memory_ppo(tmp_path: Path) -> None:
     base = {k: v for k, v in LSTM_RUN.items() if k not in ("algo", "recurrent_ppo", "name")}
     grid = {

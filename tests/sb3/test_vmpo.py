@@ -108,6 +108,7 @@ def test_bad_target_period_is_named() -> None:
         VMPO("MlpGTrXLPolicy", small_env(1), target_update_period=0)
 
 
+@pytest.mark.slow  # trains V-MPO until it solves the T-maze
 def test_vmpo_gtrxl_solves_the_tmaze() -> None:
     model = VMPO(
         "MlpGTrXLPolicy",
@@ -154,6 +155,7 @@ def test_popart_head_keeps_values_in_return_units() -> None:
     assert isinstance(plain.policy.value_net, torch.nn.Linear)
 
 
+@pytest.mark.slow  # learns the passive T-maze with V-MPO's defaults
 def test_defaults_learn_a_passive_tmaze() -> None:
     """Only the rollout size is set: the learner's own learning rate, epochs, multipliers and
     PopArt must learn a memory task, as MemoryPPO's do. (The paper's single pass at 1e-4
