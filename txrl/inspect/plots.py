@@ -53,24 +53,22 @@ def _mark_cells(ax: Any, record: EpisodeRecord) -> list[Any]:
     handles: list[Any] = []  # legend handles: lines and patches
     above = offset_copy(ax.get_xaxis_transform(), fig=ax.figure, y=6, units="points")
     right = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=6, units="points")
-    if record.cue_step is not None:
+    # (step, its point on the axes' edge, marker, colour, where it sits, what it marks)
+    marks = [
+        (record.cue_step, (record.cue_step, 1.0), "v", CUE_COLOUR, above, "cue step ({}): attended column"),
+        (record.decision_step, (1.0, record.decision_step), "<", DECISION_COLOUR, right,
+         "decision step ({}): attending row"),
+    ]  # fmt: skip
+    for step, (x, y), marker, colour, transform, label in marks:
+        if step is None:
+            continue
         ax.plot(
-            [record.cue_step], [1.0], marker="v", color=CUE_COLOUR, markersize=8,
-            transform=above, clip_on=False, linestyle="none",
+            [x], [y], marker=marker, color=colour, markersize=8, transform=transform,
+            clip_on=False, linestyle="none",
         )  # fmt: skip
         handles.append(
-            Line2D([], [], marker="v", color=CUE_COLOUR, linestyle="none",
-                   label=f"cue step ({record.cue_step}): attended column")
-        )  # fmt: skip
-    if record.decision_step is not None:
-        ax.plot(
-            [1.0], [record.decision_step], marker="<", color=DECISION_COLOUR, markersize=8,
-            transform=right, clip_on=False, linestyle="none",
-        )  # fmt: skip
-        handles.append(
-            Line2D([], [], marker="<", color=DECISION_COLOUR, linestyle="none",
-                   label=f"decision step ({record.decision_step}): attending row")
-        )  # fmt: skip
+            Line2D([], [], marker=marker, color=colour, linestyle="none", label=label.format(step))
+        )
     if record.cue_step is not None and record.decision_step is not None:
         ax.add_patch(
             Rectangle(
