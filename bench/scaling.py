@@ -3,6 +3,7 @@ the training pass's achieved GFLOP/s against this machine's measured matmul peak
 
     python bench/scaling.py                          # n_envs 8, 32, 128 (about 10 minutes)
     python bench/scaling.py --n-envs 8 32 --rollouts 2
+    python bench/scaling.py --profile 128           # where txrl's training pass spends its time
 
 One torch thread. The task is the passive T-maze (length 20); each learner collects
 ``n_steps`` 64 per env and trains 4 epochs over minibatches of ``16 * n_envs`` transitions,
@@ -111,6 +112,19 @@ def measure(learner: str, n_envs: int, n_steps: int, rollouts: int) -> dict[str,
     }
 
 
+def profile_training_pass(n_envs: int, n_steps: int) -> None:
+    """Print ``torch.profiler``'s table of one ``train()`` of txrl's GTrXL at ``n_envs``: the
+    share of the matrix products (``mm``, ``addmm``, ``bmm``) against everything else."""
+    from torch.profiler import ProfilerActivity, profile
+
+    model = build(LEARNERS[0], n_envs, n_steps)
+    model.learn(model.n_steps * model.n_envs)
+    model.train()  # warm
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        model.train()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -118,8 +132,14 @@ def main() -> None:
     parser.add_argument("--n-envs", type=int, nargs="+", default=[8, 32, 128])
     parser.add_argument("--n-steps", type=int, default=64, help="rollout length per env")
     parser.add_argument("--rollouts", type=int, default=3, help="rollouts timed per figure")
+    parser.add_argument(
+        "--profile", type=int, metavar="N_ENVS", help="only profile txrl's train() at N_ENVS"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.profile is not None:
+        profile_training_pass(args.profile, args.n_steps)
+        return
     peak = matmul_peak_gflops()
     print(
         f"{TASK} length 20, n_steps {args.n_steps}, batch 16 x n_envs, 4 epochs, "
