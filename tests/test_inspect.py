@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,20 @@ def test_recurrent_backbone_records_state_norms_and_says_what_is_missing(tmp_pat
 def test_bad_target_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["inspect", str(tmp_path / "nowhere")]) == 1
     assert "neither a run directory nor a checkpoint file" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # trains a run on 84x84 pixels and records a video
+@pytest.mark.skipif(
+    importlib.util.find_spec("memory_gym") is None, reason="memory-gym is not installed"
+)
+def test_video_of_a_memory_gym_task_has_one_rgb_frame_per_step(tmp_path: Path) -> None:
+    import imageio_ffmpeg
+
+    env = {"id": "txrl/memorygym-MysteryPath-Grid-v0", "kwargs": {"reset_params": {"max_steps": 12}},
+           "n_envs": 2}  # fmt: skip
+    run_dir = _train_tiny(tmp_path, env=env, policy={**TINY["policy"], "encoder": "cnn"})
+    result = inspect_run(run_dir, episodes=1, video=True, out_dir=tmp_path / "out", echo=print)
+    assert "episode_0.mp4" in {p.name for p in result.files}
+    data = np.load(tmp_path / "out" / "episode_0.npz")
+    frames, _ = imageio_ffmpeg.count_frames_and_secs(str(tmp_path / "out" / "episode_0.mp4"))
+    assert frames == len(data["rewards"]) <= 12
