@@ -24,6 +24,7 @@ from pathlib import Path
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
+from txrl.callbacks import StopOnInterrupt
 from txrl.config import TrainConfig
 from txrl.learners import get_learner
 from txrl.run_envs import make_eval_env
@@ -64,17 +65,22 @@ def main(
     model.set_logger(run.logger())
 
     # 5. Train for what is left of the budget; the step count continues, never restarts.
-    #    Ctrl-C ends it with the step reached, the newest checkpoint and how to resume.
+    #    Ctrl-C ends it at the next env step with the step reached, the newest checkpoint
+    #    and how to resume (a second Ctrl-C at once).
+    stop = StopOnInterrupt()
     try:
-        model.learn(
-            total_timesteps=run.remaining(model),
-            callback=run.callbacks(eval_env),
-            log_interval=config.runtime.log_interval,
-            reset_num_timesteps=False,
-            progress_bar=False,  # run.callbacks shows progress over the whole budget
-        )
+        with stop.catching():
+            model.learn(
+                total_timesteps=run.remaining(model),
+                callback=[*run.callbacks(eval_env), stop],
+                log_interval=config.runtime.log_interval,
+                reset_num_timesteps=False,
+                progress_bar=False,  # run.callbacks shows progress over the whole budget
+            )
     except KeyboardInterrupt:
         raise run.interrupted(int(model.num_timesteps)) from None
+    if stop.requested:
+        raise run.interrupted(int(model.num_timesteps))
 
     # 6. Final evaluation and the final checkpoint, which marks the run finished.
     return run.finish(model, eval_env)

@@ -37,3 +37,21 @@ def test_resumed_progress_bar_counts_the_whole_run(
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert "128/128" in err and "64/64" not in err  # total: the run's, not the session's
+
+
+def test_the_first_ctrl_c_asks_for_a_stop_and_the_second_stops_at_once() -> None:
+    import os
+    import signal
+
+    from txrl.callbacks import StopOnInterrupt
+
+    before = signal.getsignal(signal.SIGINT)
+    stop = StopOnInterrupt()
+    with stop.catching():
+        os.kill(os.getpid(), signal.SIGINT)  # delivered before the next bytecode
+        assert stop.requested and not stop._on_step()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a call, so the handler has run
+    assert signal.getsignal(signal.SIGINT) is before
+    assert StopOnInterrupt()._on_step()  # no request: training goes on

@@ -7,9 +7,14 @@ builds them for the run's learner.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from stable_baselines3.common.callbacks import BaseCallback
@@ -41,6 +46,46 @@ class BetweenRollouts(BaseCallback):
 
     def _on_step(self) -> bool:
         return not self.run.target_reached  # False ends learn() (eval.stop_at)
+
+
+class StopOnInterrupt(BaseCallback):
+    """Ctrl-C (SIGINT) ends ``learn()`` at the next env step, not wherever the signal lands.
+
+    A ``KeyboardInterrupt`` raised at an arbitrary point of training can leave a lock held
+    (the TensorBoard writer's queue, a thread's condition) and hang the exit that follows.
+    Inside :meth:`catching`, the first SIGINT only sets :attr:`requested`, which this callback
+    turns into a clean stop at the next step; the recipe then reports the step reached. A
+    second SIGINT raises ``KeyboardInterrupt`` at once, for a stretch that reaches no step (a
+    long evaluation). Outside the main thread, or where SIGINT is ignored, nothing changes.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requested = False
+
+    def _request(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:  # the second Ctrl-C: at once
+            raise KeyboardInterrupt
+        self.requested = True
+
+    @contextlib.contextmanager
+    def catching(self) -> Iterator[None]:
+        """Handle SIGINT as above for the block; the previous handler is back after it."""
+        previous = signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is not threading.main_thread() or previous in (
+            signal.SIG_IGN,
+            None,
+        ):
+            yield
+            return
+        signal.signal(signal.SIGINT, self._request)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _on_step(self) -> bool:
+        return not self.requested  # False ends learn() after this step
 
 
 class Progress(BaseCallback):

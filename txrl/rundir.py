@@ -47,8 +47,9 @@ directory (the ``train/`` values of the update just before the checkpoint, which
 with the next rollout, are the one point missing). A checkpoint that cannot be read (a truncated copy) is named, set aside as
 ``<name>.corrupt`` and the newest readable one used (:mod:`txrl.checkpoint`).
 With dummy envs and deterministic torch kernels (CPU), a resumed run reproduces the
-uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C ends a run with one line: the
-step it reached, its newest checkpoint and the command that resumes it.
+uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C ends a run at the next env step
+(:class:`txrl.callbacks.StopOnInterrupt`; a second Ctrl-C at once) with one line: the step it
+reached, its newest checkpoint and the command that resumes it.
 
 A larger budget (``txrl train --resume RUN_DIR --set budget=N``, also how a finished run is
 extended) changes one thing besides the length: ``lin_<x>`` schedules (learning rate, clip
