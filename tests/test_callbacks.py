@@ -40,18 +40,25 @@ def test_resumed_progress_bar_counts_the_whole_run(
 
 
 def test_the_first_ctrl_c_asks_for_a_stop_and_the_second_stops_at_once() -> None:
-    import os
     import signal
 
     from txrl.callbacks import StopOnInterrupt
 
+    # raise_signal delivers to this thread at once (os.kill may pick another thread of the
+    # process, and the handler then runs a little later); earlier tests in this process may
+    # have left another handler or a blocked SIGINT behind, so both are set here and restored.
     before = signal.getsignal(signal.SIGINT)
-    stop = StopOnInterrupt()
-    with stop.catching():
-        os.kill(os.getpid(), signal.SIGINT)  # delivered before the next bytecode
-        assert stop.requested and not stop._on_step()
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-            signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a call, so the handler has run
-    assert signal.getsignal(signal.SIGINT) is before
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        stop = StopOnInterrupt()
+        with stop.catching():
+            signal.raise_signal(signal.SIGINT)
+            assert stop.requested and not stop._on_step()
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     assert StopOnInterrupt()._on_step()  # no request: training goes on

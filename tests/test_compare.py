@@ -233,9 +233,13 @@ def test_local_backend_runs_the_tiny_grid_and_resumes_a_half_done_run(tmp_path: 
 
 @pytest.mark.slow  # starts a Ray cluster and trains the tiny grid
 def test_ray_backend_runs_the_tiny_grid(tmp_path: Path) -> None:
+    import signal
+
     config = load_compare_config(TINY)
+    ctrl_c = signal.getsignal(signal.SIGINT)
     _, outcomes = compare(config, tmp_path, backend="ray", workers=2, echo=lambda _: None)
     assert sorted(o["status"] for o in outcomes) == ["finished"] * 4
+    assert signal.getsignal(signal.SIGINT) is ctrl_c  # Tune's own handler is not left behind
     _check_outputs(tmp_path)
     assert list((tmp_path / "ray").glob("grid-*"))  # Tune's own experiment state, beside ours
 

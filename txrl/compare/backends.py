@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import threading
 import time
 import traceback
@@ -155,7 +156,14 @@ def run_ray(
                 callbacks=[_report_trials(by_dir, report)],
             ),
         )
-        grid = tuner.fit()  # a ResultGrid: indexed, not iterable for a type checker
+        # Tune installs its own Ctrl-C handler for the fit and leaves it behind; the caller's
+        # (a Python session's, the CLI's) is put back after.
+        sigint = signal.getsignal(signal.SIGINT)
+        try:
+            grid = tuner.fit()  # a ResultGrid: indexed, not iterable for a type checker
+        finally:
+            if sigint is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, sigint)
         outcomes = []
         for i in range(len(grid)):
             result = grid[i]
