@@ -470,8 +470,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                     self.policy.parameters(), self.max_grad_norm
                 )
                 _check_finite_update(loss, grad_norm, stats, self._n_updates)
-                self.policy.optimizer.step()
-                self.policy.on_parameters_changed()
+                self.policy.optimizer.step()  # the acting caches follow it (txrl.nn.cache)
                 self._after_gradient_step()
                 logged["train/loss"].append(float(loss.detach()))
             self._n_updates += 1  # epochs started, one cut short included (as SB3's PPO counts)

@@ -399,14 +399,6 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         only a write through ``p.data``, which no version counter records, needs this call."""
         self.backbone.on_parameters_changed()
 
-    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        """``nn.Module.load_state_dict`` (``load``, ``set_parameters`` and target-network
-        copies come through here). Loading empties the caches of the modules it loads by
-        itself (:mod:`txrl.nn.cache`); the call after it only repeats that, at no cost."""
-        result = super().load_state_dict(state_dict, strict=strict, assign=assign)
-        self.on_parameters_changed()
-        return result
-
     def initial_state(self, n_envs: int) -> Any:
         return self.backbone.initial_state(n_envs, device=self.device)
 
