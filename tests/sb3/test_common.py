@@ -146,10 +146,11 @@ def test_truncated_episodes_bootstrap_from_each_envs_memory(algo, monkeypatch) -
     def checked(policy, memory, new_obs, infos, envs):
         values = batched(policy, memory, new_obs, infos, envs)
         for row, idx in enumerate(envs):  # each env alone, from its own rows of the memory
-            final = torch.as_tensor(infos[idx]["terminal_observation"])[None]
+            final = torch.as_tensor(infos[idx]["terminal_observation"], device=model.device)
+            no_start = torch.zeros(1, dtype=torch.bool, device=model.device)
             with torch.inference_mode():
-                alone = policy.value_of(final, index_state(memory, slice(idx, idx + 1)),
-                                        torch.zeros(1, dtype=torch.bool))  # fmt: skip
+                alone = policy.value_of(final[None], index_state(memory, slice(idx, idx + 1)),
+                                        no_start)  # fmt: skip
             assert values[row] == pytest.approx(float(alone), rel=1e-5, abs=1e-6)
         calls.append((list(envs), values))
         return values

@@ -439,7 +439,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         self._update_learning_rate(self.policy.optimizer)
         update = self._update_settings()
         segments_per_batch = max(1, self.batch_size // self.segment_length)
-        logged: dict[str, list[float]] = defaultdict(list)
+        # statistics stay on the device until the update ends: reading each one per minibatch
+        # would make the host wait for the GPU before it could queue the next minibatch
+        logged: dict[str, list[torch.Tensor | float]] = defaultdict(list)
         diagnostics: dict[str, float] | None = None  # backbone stats, from the first minibatch
         stopped = False
         for _ in range(self.n_epochs):
@@ -460,7 +462,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 if want_stats:
                     diagnostics = {f"memory/{k}": float(v) for k, v in out.stats.items()}
                 for key, value in stats.items():
-                    logged[key].append(float(value))
+                    logged[key].append(value.detach() if torch.is_tensor(value) else float(value))
                 if self._stop_epoch(stats):
                     stopped = True
                     break
@@ -472,14 +474,14 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 _check_finite_update(loss, grad_norm, stats, self._n_updates)
                 self.policy.optimizer.step()  # the acting caches follow it (txrl.nn.cache)
                 self._after_gradient_step()
-                logged["train/loss"].append(float(loss.detach()))
+                logged["train/loss"].append(loss.detach())
             self._n_updates += 1  # epochs started, one cut short included (as SB3's PPO counts)
             if stopped:
                 break
         buffer = self.rollout_buffer
         explained = explained_variance(buffer.values.flatten(), buffer.returns.flatten())
         for key, values_logged in logged.items():
-            self.logger.record(key, float(np.mean(values_logged)))
+            self.logger.record(key, _mean(values_logged))
         for key, diagnostic in (diagnostics or {}).items():
             self.logger.record(key, diagnostic)
         self.logger.record("train/explained_variance", explained)
@@ -487,6 +489,16 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         self.logger.record(
             "train/memory_bytes_per_transition", buffer.trace_nbytes_per_transition()
         )
+
+
+def _mean(values: list[torch.Tensor | float]) -> float:
+    """The float64 mean of one statistic's values over the minibatches (0-d tensors on any
+    device, or floats), read from the device once."""
+    parts = [v.reshape(()).to(torch.float64) if torch.is_tensor(v) else v for v in values]
+    tensors = [v for v in parts if torch.is_tensor(v)]
+    total = float(torch.stack(tensors).sum()) if tensors else 0.0
+    total += sum(v for v in parts if not torch.is_tensor(v))
+    return total / len(values)
 
 
 def _check_finite_step(
@@ -522,7 +534,7 @@ def _check_finite_update(
     n_updates: int,
 ) -> None:
     """Stop before the optimizer step when the loss or the gradient is NaN or infinite."""
-    if torch.isfinite(loss) and torch.isfinite(grad_norm):
+    if bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):  # one read of the device
         return
     terms = ", ".join(f"{k}={float(v):.4g}" for k, v in stats.items())
     raise FloatingPointError(
