@@ -16,7 +16,8 @@ with an LSTM of the same width.
 For each setting the script prints env steps/s over ``learn()`` after one warm-up rollout
 and update (at least ``--min-rollouts`` rollouts and ``--min-seconds`` seconds timed), the
 seconds per rollout spent collecting and training (the GPU synchronised before each clock
-read), and the peak GPU memory. The txrl variants: ``graph`` (fp32, acting through a CUDA
+read), and the peak GPU memory allocated while timed (the earlier settings' models are
+collected before each setting is built). The txrl variants: ``graph`` (fp32, acting through a CUDA
 graph: the default on a GPU), ``eager`` (``cuda_graph=False``), ``bf16`` (the graph and
 ``training_precision="bf16"``). Rows print as they finish; ``--out DIR`` also writes
 ``DIR.txt`` and ``DIR.json`` (atomically, after each row).
@@ -25,6 +26,7 @@ graph: the default on a GPU), ``eager`` (``cuda_graph=False``), ``bf16`` (the gr
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import sys
@@ -184,6 +186,9 @@ def main() -> None:
             for learner in learners:
                 name = (f"RecurrentPPO LSTM-{width}" if learner == "recurrent"
                         else f"txrl GTrXL {layers}x{width} {learner}")  # fmt: skip
+                gc.collect()  # the last setting's model (SB3's hold reference cycles)
+                if args.device.startswith("cuda"):
+                    torch.cuda.empty_cache()
                 try:
                     m = measure(build(learner, n_envs, args, (layers, width)), args)
                 except Exception as error:  # a setting that fails is reported, not fatal
@@ -199,8 +204,6 @@ def main() -> None:
                 lines.append(line)
                 rows.append({"n_envs": n_envs, "learner": name} | m)
                 write(args.out, lines, rows)
-                if args.device.startswith("cuda"):
-                    torch.cuda.empty_cache()
     if not args.no_profile:
         n_envs, model = max(args.n_envs), models[0]
         lines.append(f"\nprofile: one rollout and update, {n_envs} envs, GTrXL {model}, graph")
