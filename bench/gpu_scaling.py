@@ -2,7 +2,7 @@
 64, 256 and 1,024 envs, with CUDA graphs and the bf16 training pass on and off, and where
 the time goes (collection against training, and a profile of the largest setting).
 
-    python bench/gpu_scaling.py --out bench/results/gpu_scaling        # needs a CUDA GPU
+    python bench/gpu_scaling.py --out bench/results/gpu_scaling.txt    # needs a CUDA GPU
     python bench/gpu_scaling.py --device cpu --n-envs 4 8 --models 1x16 --n-steps 8   # a dry run
 
 The task is the passive T-maze (length 20), a cheap task: stepping 1,024 of them costs a few
@@ -19,8 +19,8 @@ seconds per rollout spent collecting and training (the GPU synchronised before e
 read), and the peak GPU memory allocated while timed (the earlier settings' models are
 collected before each setting is built). The txrl variants: ``graph`` (fp32, acting through a CUDA
 graph: the default on a GPU), ``eager`` (``cuda_graph=False``), ``bf16`` (the graph and
-``training_precision="bf16"``). Rows print as they finish; ``--out DIR`` also writes
-``DIR.txt`` and ``DIR.json`` (atomically, after each row).
+``training_precision="bf16"``). Rows print as they finish; ``--out PATH`` also writes
+them to PATH with the suffixes ``.txt`` and ``.json`` (atomically, after each row).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def main() -> None:
     parser.add_argument("--min-seconds", type=float, default=8.0)
     parser.add_argument("--no-recurrent", action="store_true", help="skip RecurrentPPO")
     parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument("--out", type=Path, help="write OUT.txt and OUT.json")
+    parser.add_argument("--out", type=Path, help="also write the rows to this path as .txt and .json")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device is cuda but torch sees no CUDA GPU; use --device cpu for a dry run")
