@@ -165,7 +165,9 @@ def main() -> None:
     parser.add_argument("--min-seconds", type=float, default=8.0)
     parser.add_argument("--no-recurrent", action="store_true", help="skip RecurrentPPO")
     parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument("--out", type=Path, help="also write the rows to this path as .txt and .json")
+    parser.add_argument(
+        "--out", type=Path, help="also write the rows to this path as .txt and .json"
+    )
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device is cuda but torch sees no CUDA GPU; use --device cpu for a dry run")
