@@ -256,17 +256,16 @@ def test_compiled_acting_step_equals_the_sequence(name: str) -> None:
         assert close(torch.cat(outputs), y_seq, 1e-5)
         for a, c in zip(s_seq, backbone.ordered(state), strict=True):
             assert close(c.float(), a.float(), 1e-5)
-    # small inputs made outside inference mode (as a learner's bootstrap step makes them)
-    # reuse the loop compiled for those made inside it
+    # small inputs made outside inference mode (as a learner's bootstrap step makes its
+    # flags) reuse the step compiled for those made inside it
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    mixed = state._replace(position=state.position.clone(), valid=state.valid.clone())
-    starts = torch.zeros(1, 3, dtype=torch.bool)
-    assert not (mixed.position.is_inference() or starts.is_inference())
+    starts, x_now = torch.zeros(1, 3, dtype=torch.bool), x[:1].clone()
+    assert not (starts.is_inference() or x_now.is_inference())
     with torch.inference_mode():
-        backbone.step(x[:1], mixed, starts)
+        backbone.step(x_now, state, starts)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
-    assert "_compiled_layers_fn" in backbone.__dict__, "the compiled loop ran"
-    assert "_compiled_layers_fn" not in copy.deepcopy(backbone).__dict__
+    assert "_compiled_step_fn" in backbone.__dict__, "the compiled loop ran"
+    assert "_compiled_step_fn" not in copy.deepcopy(backbone).__dict__
 
 
 def test_a_step_that_cannot_be_compiled_names_the_setting() -> None:
@@ -278,7 +277,7 @@ def test_a_step_that_cannot_be_compiled_names_the_setting() -> None:
             "inductor", RuntimeError("No working C++ compiler found"), None
         )
 
-    backbone.__dict__["_compiled_layers_fn"] = fails
+    backbone.__dict__["_compiled_step_fn"] = fails
     x, starts = random_inputs(1, 2)
     with (
         torch.inference_mode(),

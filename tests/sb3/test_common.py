@@ -94,7 +94,7 @@ def test_compiled_acting_step_trains_exactly() -> None:
                       batch_size=n_steps * n_envs, segment_length=8, n_epochs=1,
                       policy_kwargs=kwargs, seed=0)  # fmt: skip
     model.learn(n_steps * n_envs)
-    assert "_compiled_layers_fn" in model.policy.backbone.__dict__, "rollouts ran compiled"
+    assert "_compiled_step_fn" in model.policy.backbone.__dict__, "rollouts ran compiled"
     assert_next_rollout_recomputed_exactly(model)
 
 

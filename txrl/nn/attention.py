@@ -350,16 +350,28 @@ class RelativeMultiHeadAttention(ParameterCache):
             # each slot's score read at its distance
             position = position.gather(2, plan.key_index.expand(b, hd, m + 1))
         position = position + plan.mask  # (B, H, K), -inf where not allowed
-        # (a) + (c) over the memory: the (B, H, D) block-diagonal (q + u) against the
-        # (B, M, D) keys read in place, one batched product
-        qu_by_head = qu.view(b, 1, d) * self.head_of_feature.T  # (B, H, D)
-        memory_scores = torch.baddbmm(position[..., :m], qu_by_head, memory_keys.transpose(1, 2))
         own_score = (qu * key).view(b, hd, e).sum(-1, keepdim=True) + position[..., m:]  # (B, H, 1)
-        weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
-        # sum_j w_j v_j per head: every head's weights against all D features, then the
-        # features of its own head (the diagonal blocks) kept
-        by_head = torch.bmm(weights[..., :m], memory_values).view(b, hd, hd, e)  # (B, H, H, E)
-        own_head = by_head.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (B, H, E)
+        if torch.compiler.is_compiling():
+            # compiled (``compile_step``): each product as a multiply and a sum, which the
+            # compiler fuses into one pass over the memory, E products per slot and head
+            # instead of the D of the block-diagonal product below
+            by_slot = memory_keys.view(b, m, hd, e) * qu.view(b, 1, hd, e)  # (B, M, H, E)
+            memory_scores = by_slot.sum(-1).transpose(1, 2) + position[..., :m]  # (B, H, M)
+            weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
+            weighted = weights[..., :m].transpose(1, 2)[..., None] * memory_values.view(b, m, hd, e)
+            own_head = weighted.sum(1)  # (B, M, H, E) -> (B, H, E)
+        else:
+            # (a) + (c) over the memory: the (B, H, D) block-diagonal (q + u) against the
+            # (B, M, D) keys read in place, one batched product
+            qu_by_head = qu.view(b, 1, d) * self.head_of_feature.T  # (B, H, D)
+            memory_scores = torch.baddbmm(
+                position[..., :m], qu_by_head, memory_keys.transpose(1, 2)
+            )  # (B, H, M)
+            weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
+            # sum_j w_j v_j per head: every head's weights against all D features, then the
+            # features of its own head (the diagonal blocks) kept
+            by_head = torch.bmm(weights[..., :m], memory_values).view(b, hd, hd, e)  # (B, H, H, E)
+            own_head = by_head.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (B, H, E)
         attended = own_head + weights[..., m:] * value.view(b, hd, e)  # (B, H, E)
         return F.linear(attended.view(b, d), self.out.weight, self.out.bias)
 

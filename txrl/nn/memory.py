@@ -168,6 +168,20 @@ class LayerMemoryBackbone(Backbone):
         """One acting step; without gradients it writes the step into ``state``'s ring in
         place (O(L D) bytes written, nothing of size M copied) and returns that state.
         :meth:`run` never changes its input and returns the slots oldest first."""
+        return self.step_with_head(x, state, episode_starts, None, trace=trace)[1]
+
+    def step_with_head(
+        self,
+        x: torch.Tensor,
+        state: MemoryState,
+        episode_starts: torch.Tensor,
+        head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
+        *,
+        trace: bool = False,
+    ) -> tuple[tuple[torch.Tensor, ...], BackboneOutput]:
+        """:meth:`step`, and ``head`` (None: nothing) applied to its output (B, D): a
+        policy's heads, which a compiled step (``compile_step``) runs in its graph, so an
+        acting step is one compiled call; otherwise ``head(output)`` after the step."""
         self.check_inputs(x, state, episode_starts)
         dropout_on = self.training and self.config.dropout > 0.0
         if (
@@ -177,81 +191,123 @@ class LayerMemoryBackbone(Backbone):
             and not dropout_on
             and not torch.is_grad_enabled()
         ):
-            return self._ring_step(x, state, episode_starts, trace=trace)
-        return self.run(x, state, episode_starts, trace=trace)
+            return self._ring_step(x, state, episode_starts, head, trace=trace)
+        out = self.run(x, state, episode_starts, trace=trace)
+        return (() if head is None else head(out.output[0])), out
 
     def _ring_step(
         self,
         x: torch.Tensor,
         state: MemoryState,
         episode_starts: torch.Tensor,
+        head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
         *,
         trace: bool,
-    ) -> BackboneOutput:
+    ) -> tuple[tuple[torch.Tensor, ...], BackboneOutput]:
         """The layer loop of :meth:`run` for one step over the ring: the same attention
         (:meth:`~txrl.nn.attention.RelativeMultiHeadAttention.ring_step`), with each slot's
         relative distance read from the write position instead of the slot's index. The
         step runs on (B, D) rows; blocks are position-wise, so they take them as they are.
-        With the ``compile_step`` setting, on a CPU, the layer loop runs compiled
-        (:meth:`_compiled_layers`); the ring write stays outside, in place."""
+        With the ``compile_step`` setting, on a CPU, the layer loop, the ring write and
+        ``head`` run as one compiled call (:meth:`_compiled_ring_step`)."""
         start = episode_starts[0]  # (B,)
         # what the attentions derive from their weights, looked up here (txrl.nn.cache: a
-        # lookup while the weights stay unchanged), so the compiled loop takes them as inputs
+        # lookup while the weights stay unchanged), so the compiled step takes them as inputs
         derived = [
             block.attention.ring_weights(self.memory_length + 1)
             for block in attention_blocks(self.blocks)
         ]
+        if state.hidden.is_inference() and not torch.is_inference_mode_enabled():
+            # torch forbids writing inference tensors outside inference mode
+            state = type(state)(*(field.clone() for field in state))
         # on a GPU, rollouts capture the step as a CUDA graph (txrl.sb3.graphs) instead
-        compiled = self.compiles_step and x.device.type == "cpu"
-        layers = self._compiled_layers() if compiled else self._ring_layers
-        x_now, position, valid, start_now = x[0], state.position, state.valid, start
-        if compiled:
-            # the compiled loop is specialised on whether its inputs are inference tensors:
-            # the small ones are made so here, whoever made them, so that rollouts, value
-            # estimates and predict share one compiled loop
-            with torch.inference_mode():
-                x_now, position, valid, start_now = (
-                    t.clone() for t in (x_now, position, valid, start_now)
-                )
-        try:
-            h, hidden, keys, values = layers(
-                x_now, state.keys, state.values, position, valid, start_now, derived
+        if self.compiles_step and x.device.type == "cpu":
+            h, hidden, heads = self._compiled_ring_step(x[0], state, start, derived, head)
+        else:
+            h, hidden, keys, values = self._ring_layers(
+                x[0], state.keys, state.values, state.position, state.valid, start, derived
             )
+            self._write_ring(*state, hidden, keys, values, start)
+            heads = () if head is None else head(h)
+        step_trace = self.trace_type(hidden=hidden[None]) if trace else None  # (1, B, L, D)
+        return heads, BackboneOutput(h[None], state, step_trace, self.aux_losses(), {})
+
+    def _compiled_ring_step(
+        self,
+        x: torch.Tensor,
+        state: MemoryState,
+        start: torch.Tensor,
+        derived: list[tuple[torch.Tensor, ...]],
+        head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """:meth:`_ring_step_in_place` through ``torch.compile`` (:meth:`_compiled_step`).
+
+        The compiled step is specialised on whether its inputs are inference tensors: x and
+        ``start`` are made so here when they are not (a learner makes its bootstrap step's
+        flags outside inference mode), so that rollouts, value estimates and ``predict``
+        share one compiled step; the state, written in place, is taken as it is (a rollout's
+        and ``predict``'s are plain tensors, a bootstrap's copy inference tensors)."""
+        small = (x, start)
+        if not all(t.is_inference() for t in small):
+            with torch.inference_mode():
+                x, start = (t if t.is_inference() else t.clone() for t in small)
+        try:
+            return self._compiled_step()(x, *state, start, derived, head)
         except torch._dynamo.exc.BackendCompilerFailed as error:
             raise RuntimeError(
                 f"compile_step: torch.compile could not compile the acting step ({error}). "
                 "Install what it needs (a C++ compiler on a CPU), or set compile_step to "
                 "false (policy_kwargs backbone_kwargs, or policy.backbone_kwargs in a config)"
             ) from error
-        new_state = self._write_ring(state, hidden, keys, values, start)
-        step_trace = self.trace_type(hidden=hidden[None]) if trace else None  # (1, B, L, D)
-        return BackboneOutput(h[None], new_state, step_trace, self.aux_losses(), {})
 
     @property
     def compiles_step(self) -> bool:
         """Whether acting steps run the layer loop compiled (the ``compile_step`` setting)."""
         return bool(getattr(self.config, "compile_step", False))
 
-    def _compiled_layers(self) -> Callable[..., tuple[torch.Tensor, ...]]:
-        """:meth:`_ring_layers` compiled with ``torch.compile``, built at the first call.
+    def _compiled_step(self) -> Callable[..., tuple[Any, ...]]:
+        """:meth:`_ring_step_in_place` compiled with ``torch.compile``, built at the first call.
 
         One graph, no Python per op: on a CPU the step's ~250 small ops cost more than its
-        products, and the compiled loop runs them as a few fused kernels. The first step
+        products, and the compiled step runs them as a few fused kernels. The first step
         compiles (tens of seconds on a CPU); a second batch size compiles once more, for
-        any batch size (torch's dynamic shapes), and so does a memory whose keys and values
-        are of the other kind (inference tensors or not: a learner's copies for bootstrap
-        values are, its rollout memory is not). A copy of the backbone (``copy.deepcopy``,
-        pickling) compiles its own."""
-        compiled = self.__dict__.get("_compiled_layers_fn")
+        any batch size (torch's dynamic shapes), and so does a state whose tensors are of
+        the other kind (inference tensors or not) or another ``head``. A copy of the
+        backbone (``copy.deepcopy``, pickling) compiles its own."""
+        compiled = self.__dict__.get("_compiled_step_fn")
         if compiled is None:
-            compiled = torch.compile(self._ring_layers, options=_COMPILE_OPTIONS)
-            self.__dict__["_compiled_layers_fn"] = compiled
+            compiled = torch.compile(self._ring_step_in_place, options=_COMPILE_OPTIONS)
+            self.__dict__["_compiled_step_fn"] = compiled
         return compiled
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())
-        state.pop("_compiled_layers_fn", None)  # bound to this instance; a copy compiles its own
+        state.pop("_compiled_step_fn", None)  # bound to this instance; a copy compiles its own
         return state
+
+    def _ring_step_in_place(
+        self,
+        x: torch.Tensor,
+        hidden: torch.Tensor,
+        memory_keys: torch.Tensor,
+        memory_values: torch.Tensor,
+        position: torch.Tensor,
+        step: torch.Tensor,
+        valid: torch.Tensor,
+        start: torch.Tensor,
+        derived: list[tuple[torch.Tensor, ...]],
+        head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """A whole ring step on the state's fields (those of :class:`MemoryState`, in its
+        order): :meth:`_ring_layers`, the ring write (:meth:`_write_ring`) and ``head`` of
+        the output. Returns the output (B, D), the step's layer inputs (B, L, D) and what
+        ``head`` returned (empty without one)."""
+        h, new_hidden, keys, values = self._ring_layers(
+            x, memory_keys, memory_values, position, valid, start, derived
+        )
+        fields = (hidden, memory_keys, memory_values, position, step, valid)
+        self._write_ring(*fields, new_hidden, keys, values, start)
+        return h, new_hidden, (() if head is None else head(h))
 
     def _ring_layers(
         self,
@@ -305,31 +361,33 @@ class LayerMemoryBackbone(Backbone):
 
     def _write_ring(
         self,
-        state: MemoryState,
         hidden: torch.Tensor,
+        memory_keys: torch.Tensor,
+        memory_values: torch.Tensor,
+        position: torch.Tensor,
+        step: torch.Tensor,
+        valid: torch.Tensor,
+        new_hidden: torch.Tensor,
         keys: torch.Tensor,
         values: torch.Tensor,
         start: torch.Tensor,
-    ) -> MemoryState:
+    ) -> None:
         """Write one step's layer inputs, keys and values (B, L, D) over the oldest slot of
-        ``state``, in place (on a copy when ``state`` was made under ``torch.inference_mode``
-        and this step is not, since torch forbids writing such tensors outside it)."""
-        if state.hidden.is_inference() and not torch.is_inference_mode_enabled():
-            state = type(state)(*(field.clone() for field in state))
-        b, depth, m, d = state.hidden.shape
+        a state's fields (those of :class:`MemoryState`, in its order), in place, and move
+        its position, step and valid slots on."""
+        b, depth, m, d = hidden.shape
         # row (b, l, position[b]) of each (B * L * M, D) field, b-major like (B, L) rows
         offsets = (
             torch.arange(b, device=start.device)[:, None] * (depth * m)
             + torch.arange(depth, device=start.device) * m
         )  # (B, L)
-        rows = (offsets + state.position[:, None]).flatten()  # (B * L,)
-        for field, new in ((state.hidden, hidden), (state.keys, keys), (state.values, values)):
+        rows = (offsets + position[:, None]).flatten()  # (B * L,)
+        for field, new in ((hidden, new_hidden), (memory_keys, keys), (memory_values, values)):
             field.view(b * depth * m, d).index_copy_(0, rows, new.detach().reshape(b * depth, d))
-        state.valid.logical_and_(~start[:, None])  # a new episode forgets the old one
-        state.valid.scatter_(1, state.position[:, None], True)
-        state.step.masked_fill_(start, 0).add_(1)
-        state.position.add_(1).remainder_(self.memory_length)
-        return state
+        valid.logical_and_(~start[:, None])  # a new episode forgets the old one
+        valid.scatter_(1, position[:, None], True)
+        step.masked_fill_(start, 0).add_(1)
+        position.add_(1).remainder_(self.memory_length)
 
     def ordered(self, state: MemoryState) -> MemoryState:
         """``state`` with its slots oldest first (position 0); itself when already so."""

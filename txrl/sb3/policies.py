@@ -526,11 +526,29 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         log-probabilities of every action (B, n), values (B, 1) and the backbone output.
         :meth:`act` draws from them; a CUDA graph of a rollout's step captures this alone
         (``txrl.sb3.graphs``), so its draws come from torch's generator as eager ones do."""
-        latent_pi, latent_vf, out = self._latent(
-            obs, state, episode_starts[None], trace=True, acting=True
+        stepper = getattr(self.backbone, "step_with_head", None)
+        if stepper is None:  # e.g. a critic with a memory of its own
+            latent_pi, latent_vf, out = self._latent(
+                obs, state, episode_starts[None], trace=True, acting=True
+            )
+            return self.action_net(latent_pi).log_softmax(dim=-1), self.value_net(latent_vf), out
+        # the heads run in the backbone's step (in its graph when it compiles its step)
+        x = self._acting_features(obs)
+        (log_probs, values), out = stepper(
+            x, state, episode_starts[None], self._discrete_heads, trace=True
         )
-        log_probs = self.action_net(latent_pi).log_softmax(dim=-1)  # (B, n)
-        return log_probs, self.value_net(latent_vf), out
+        return log_probs, values, out
+
+    def _acting_features(self, obs: PyTorchObs) -> torch.Tensor:
+        """The features extractor's output of one step's B observations -> (1, B, F)."""
+        features = BasePolicy.extract_features(self, obs, self.features_extractor)  # (B, F)
+        return features[None]
+
+    def _discrete_heads(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's log-probabilities (B, n) and the critic's values (B, 1) of the memory
+        output (B, D) shared by both, as :meth:`act_discrete_heads` returns them."""
+        latent_pi, latent_vf = self.mlp_extractor(latent)
+        return self.action_net(latent_pi).log_softmax(dim=-1), self.value_net(latent_vf)
 
     def value_of(self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor) -> torch.Tensor:
         """Values (B, 1) of one step for B envs from ``state``, which is left as it is: the
@@ -595,13 +613,21 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         """
         if self.training:
             self.set_training_mode(False)
-        obs, vectorized = self._observation_tensor(observation)
+        device = self.device  # SB3's property walks the parameters: once a call
+        obs, vectorized = self._observation_tensor(observation, device)
         n_envs = next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
         memory = self._predict_state(state, n_envs)
-        starts = self._episode_start_tensor(episode_start, n_envs)
+        starts = self._episode_start_tensor(episode_start, n_envs, device)
         with torch.inference_mode():
-            latent, out = self._memory_output(obs, memory, starts[None], acting=True)
-            actions = self._actor_actions(latent, deterministic)
+            if isinstance(self.action_space, spaces.Discrete) and hasattr(
+                self.backbone, "step_with_head"
+            ):
+                # the acting step's own heads (one compiled call with ``compile_step``)
+                log_probs, _, out = self.act_discrete_heads(obs, memory, starts)
+                actions = _draw_discrete(log_probs, deterministic)
+            else:
+                latent, out = self._memory_output(obs, memory, starts[None], acting=True)
+                actions = self._actor_actions(latent, deterministic)
         self._last_predicted_state = out.state
         actions_np = actions.cpu().numpy().reshape((-1, *self._action_shape()))
         if isinstance(self.action_space, spaces.Box):
@@ -613,7 +639,9 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             actions_np = actions_np.squeeze(axis=0)
         return actions_np, out.state
 
-    def _observation_tensor(self, observation: Any) -> tuple[PyTorchObs, bool]:
+    def _observation_tensor(
+        self, observation: Any, device: torch.device
+    ) -> tuple[PyTorchObs, bool]:
         """SB3's ``obs_to_tensor``; a batch (B, *shape) of a non-image Box space becomes a
         tensor directly (no copy, no transposition check: nothing to transpose)."""
         space = self.observation_space
@@ -623,7 +651,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             and observation.shape[1:] == space.shape
             and not is_image_space(space)
         ):
-            return torch.as_tensor(observation, device=self.device), True
+            return torch.as_tensor(observation, device=device), True
         return self.obs_to_tensor(observation)
 
     def _predict_state(self, state: Any, n_envs: int) -> Any:
@@ -643,18 +671,20 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             return state
         return as_state(self._state_template(n_envs), state, self.device)
 
-    def _episode_start_tensor(self, episode_start: Any, n_envs: int) -> torch.Tensor:
+    def _episode_start_tensor(
+        self, episode_start: Any, n_envs: int, device: torch.device
+    ) -> torch.Tensor:
         """``episode_start`` as a (B,) bool tensor, all False when None; any other number of
         flags than observations is a ValueError naming both."""
         if episode_start is None:
-            return torch.zeros(n_envs, dtype=torch.bool, device=self.device)
+            return torch.zeros(n_envs, dtype=torch.bool, device=device)
         flags = np.asarray(episode_start)
         if flags.size != n_envs:
             raise ValueError(
                 f"episode_start has {flags.size} entries (shape {flags.shape}) but the "
                 f"observation batch has {n_envs}: pass one flag per observation"
             )
-        return torch.as_tensor(flags.reshape(n_envs), device=self.device).bool()
+        return torch.as_tensor(flags.reshape(n_envs), device=device).bool()
 
     def _actor_actions(self, latent: torch.Tensor, deterministic: bool) -> torch.Tensor:
         """Actions from the backbone's output (X, D) through the actor alone. A discrete
