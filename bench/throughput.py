@@ -16,12 +16,12 @@ Printed: one acting step (``policy.act``, B = 8, full memory) against one Recurr
 ``(8, in) x (in, out)`` products with its weights, no other op: what any fp32
 implementation pays) and the same step at d_model 8 (its products negligible: the per-op
 cost); ``model.predict`` (the path of SB3's ``evaluate_policy``) against RecurrentPPO's;
-the acting step and ``predict`` again with the ``compile_step`` setting (the layer loop
-compiled by ``torch.compile``; it compiles at the first step); ``learn()`` env-steps/s at
-both sizes, and with ``compile_step`` at the bench setup; txrl's ``learn()`` with the
-bfloat16 training pass (``training_precision="bf16"``) against fp32; acting latency at
-M = 1024 against M = 64; the rollout buffer's memory trace in bytes per transition at M = 64
-and M = 1024.
+the acting step and ``predict`` again with the ``compile_step`` setting (the acting step,
+its ring write and heads included, compiled by ``torch.compile``; it compiles at the first
+step); ``learn()`` env-steps/s at both sizes, and with ``compile_step`` at the bench
+setup; txrl's ``learn()`` with the bfloat16 training pass (``training_precision="bf16"``)
+against fp32; acting latency at M = 1024 against M = 64; the rollout buffer's memory trace
+in bytes per transition at M = 64 and M = 1024.
 
 What the profile (``torch.profiler``, 50 acting steps, bench setup) said and what helped,
 in ms per acting step at the bench setup on the 2-core machine (one thread, shared):
@@ -87,6 +87,27 @@ oneDNN packed weights; other GEMM layouts                          per product a
                                                                    43 packed (MKL), 71 (oneDNN)
 tried, not kept: Dynamo's recursive dict-tag guards     --         compiled loop at S9's size
 (``use_recursive_dict_tags_for_guards``)                           0.26-0.33 ms either way
+``compile_step``: one compiled call per acting step:    predict    outside the graph before:
+the layer loop, the ring write in place (index copies   d_model 8  ring write 73 us, 4 clones
+into the state's tensors, no copy of the memory) and    0.63-0.66  14 us, heads 99 us, device
+the policy's heads (log-softmax, value); x and the      -> 0.51    read 4 times a call (in
+flags cloned only when not inference tensors;           (RecPPO    situ, d_model 8; A/B in one
+``predict`` takes the acting step's heads and reads     0.46)      process)
+the device once
+compiled attention over the memory as multiply-sums     compiled   4x fewer products than the
+(fused into one pass over the keys, one over the        step min   block-diagonal ``baddbmm``
+values) instead of the block-diagonal ``baddbmm`` and   1.29-1.77  and ``bmm``; eager path
+``bmm`` (eager keeps the products)                      -> 1.14-   unchanged
+                                                        1.17 ms
+tried, not kept: Dynamo guard filters                   compiled   guards are ~40 us of the
+(``skip_guard_on_all_nn_modules_unsafe``,               loop, d 8  call; unsafe: a dtype,
+``skip_all_guards_unsafe``)                             230 -> 206 stride or hook change would
+                                                        / 189 us   go unseen
+not applicable: one product for an operand shared by    --         the ``baddbmm``'s second
+the envs                                                           operand is each env's own
+                                                                   memory keys; the positional
+                                                                   keys are already one
+                                                                   ``bmm`` over all envs
 ======================================================  =========  ============================
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process
