@@ -605,8 +605,10 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         device), which SB3's ``evaluate_policy`` passes back unchanged, so a step copies no
         memory to numpy and back; the next call advances it in place. A tuple of arrays of
         the same fields (e.g. ``txrl.nn.state.state_to_numpy`` of a state, saved and loaded)
-        is accepted too. Only the actor's head runs (no value, no log-probability), and a
-        vector observation batch or a discrete action goes the short way round SB3's generic
+        is accepted too. Only the actor's head runs (no value, no log-probability), except
+        with ``compile_step``, where a discrete action comes from the acting step's heads in
+        its one compiled call (cheaper than a second call for the actor); a vector
+        observation batch or a discrete action goes the short way round SB3's generic
         conversions, with the same results. With ``critic_memory="separate"`` the critic's
         memory is stepped too, so the state returned stays one whole state (usable by
         :meth:`act` as well), at the cost of its backbone.
@@ -619,10 +621,10 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         memory = self._predict_state(state, n_envs)
         starts = self._episode_start_tensor(episode_start, n_envs, device)
         with torch.inference_mode():
-            if isinstance(self.action_space, spaces.Discrete) and hasattr(
-                self.backbone, "step_with_head"
+            if isinstance(self.action_space, spaces.Discrete) and getattr(
+                self.backbone, "compiles_step", False
             ):
-                # the acting step's own heads (one compiled call with ``compile_step``)
+                # the acting step's heads, in its one compiled call (eager: the actor alone)
                 log_probs, _, out = self.act_discrete_heads(obs, memory, starts)
                 actions = _draw_discrete(log_probs, deterministic)
             else:
