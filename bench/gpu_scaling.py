@@ -171,7 +171,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device is cuda but torch sees no CUDA GPU; use --device cpu for a dry run")
-    models = args.models  # argparse applies parse_model to the defaults too
+    # argparse converts the values given, not a list default's items
+    models = [parse_model(m) if isinstance(m, str) else m for m in args.models]
     gpu = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "none"
     lines = [
         f"txrl/TMazePassive-v0 length 20, n_steps {args.n_steps}, batch 16 x n_envs, 4 epochs; "
