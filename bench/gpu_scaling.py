@@ -152,7 +152,8 @@ def write(out: Path | None, lines: list[str], rows: list[dict[str, Any]]) -> Non
         tmp.replace(target)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with ``models`` as (layers, width) pairs, defaults included."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -168,11 +169,17 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, help="also write the rows to this path as .txt and .json"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device is cuda but torch sees no CUDA GPU; use --device cpu for a dry run")
     # argparse converts the values given, not a list default's items
-    models = [parse_model(m) if isinstance(m, str) else m for m in args.models]
+    args.models = [parse_model(m) if isinstance(m, str) else m for m in args.models]
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    models = args.models
     gpu = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "none"
     lines = [
         f"txrl/TMazePassive-v0 length 20, n_steps {args.n_steps}, batch 16 x n_envs, 4 epochs; "

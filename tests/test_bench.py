@@ -32,6 +32,16 @@ def test_gpu_scaling_dry_run_writes_a_row_per_setting(tmp_path) -> None:
     assert "RecurrentPPO LSTM-8" in out.with_suffix(".txt").read_text()
 
 
+def test_gpu_scaling_default_models_are_parsed() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import gpu_scaling
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    assert gpu_scaling.parse_args(["--device", "cpu"]).models == [(2, 128), (3, 256)]
+    assert gpu_scaling.parse_args(["--device", "cpu", "--models", "1x8"]).models == [(1, 8)]
+
+
 def test_gpu_scaling_names_a_malformed_model() -> None:
     command = [sys.executable, str(ROOT / "bench" / "gpu_scaling.py"), "--device", "cpu",
                "--models", "2by128"]  # fmt: skip
