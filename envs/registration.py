@@ -13,6 +13,7 @@ or with :func:`make_env_fn`, whose factories import ``txrl.envs`` themselves.
 from __future__ import annotations
 
 import importlib
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +92,20 @@ class EnvFactory:
         # factory correct when it is called in a process that built it some other way.
         envs = importlib.import_module("txrl.envs")
         env = gym.make(self.env_id, **{**self.kwargs, **overrides})
-        return envs.PreviousActionReward(env) if self.previous_action_reward else env
+        if self.previous_action_reward:
+            return envs.PreviousActionReward(env)
+        if getattr(env.unwrapped, "obs_requires_prev_action", False):
+            # POPGym's flag for tasks whose observation does not say what the agent did (e.g.
+            # MineSweeper shows a count but not which square was clicked); POPGym's own
+            # baselines always feed the previous action
+            warnings.warn(
+                f"{self.env_id}: the task's observation does not include the agent's last "
+                "action, which it needs (obs_requires_prev_action); pass "
+                "previous_action_reward=True (env.previous_action_reward: true in a config)",
+                UserWarning,
+                stacklevel=2,
+            )
+        return env
 
 
 def make_env_fn(env_id: str, *, previous_action_reward: bool = False, **kwargs: Any) -> EnvFactory:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import sys
+import warnings
 from collections import defaultdict
 from typing import Any
 
@@ -192,3 +193,14 @@ def test_registry_ids_use_class_names() -> None:
     assert popgym_env_id("VelocityOnlyCartPoleEasy") == "txrl/popgym-VelocityOnlyCartPoleEasy-v0"
     env = gym.make("txrl/popgym-VelocityOnlyCartPoleEasy-v0")
     assert type(env.unwrapped).__name__ == "VelocityOnlyCartPoleEasy"
+
+
+def test_a_task_that_needs_the_previous_action_warns_without_it() -> None:
+    # POPGym's MineSweeper shows how many mines border the clicked square, not which square
+    # was clicked: without the previous action no memory can tell the squares apart
+    with pytest.warns(UserWarning, match="previous_action_reward=True"):
+        txrl.envs.make_env_fn("txrl/popgym-MineSweeperEasy-v0")()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        txrl.envs.make_env_fn("txrl/popgym-MineSweeperEasy-v0", previous_action_reward=True)()
+        txrl.envs.make_env_fn("txrl/popgym-CountRecallEasy-v0")()  # its observation suffices
