@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -459,10 +461,9 @@ def test_only_names_what_is_valid(tmp_path: Path, only: list[str], message: str)
     assert not (tmp_path / "runs").exists()  # nothing was started
 
 
-@pytest.mark.slow  # a compare process and its training workers
-def test_killed_compare_takes_its_workers_with_it(tmp_path: Path) -> None:
-    """A compare process killed outright (SIGKILL, no chance to clean up) leaves no worker
-    training on and holding its run, so the next compare can resume that run."""
+def _endless_compare(tmp_path: Path) -> tuple[Any, Callable[[], bool]]:
+    """A ``txrl compare`` process training one endless run, returned once its worker trains
+    (its run's lock held), with a test of whether that lock is still held."""
     import fcntl
     import signal
     import subprocess
@@ -471,25 +472,23 @@ def test_killed_compare_takes_its_workers_with_it(tmp_path: Path) -> None:
 
     from txrl.rundir import LOCK_FILE
 
-    endless = ["--set", "base.budget=100000000", "--set", "base.checkpoint.every=100000000"]
+    def as_from_a_terminal() -> None:
+        # The test process may ignore or block SIGINT (a Ray Tune fit or a background job
+        # leaves that behind), and a child inherits both; a terminal's child has neither.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+    command = [sys.executable, "-m", "txrl", "compare", str(TINY), "--out", str(tmp_path)]
     one_run = ["--workers", "1", "--only", "memory=lstm", "--only", "seed=0"]
+    endless = ["--set", "base.budget=100000000", "--set", "base.checkpoint.every=100000000"]
     parent = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "txrl",
-            "compare",
-            str(TINY),
-            "--out",
-            str(tmp_path),
-            *one_run,
-            *endless,
-        ],
+        [*command, *one_run, *endless],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_from_a_terminal,
     )
     run_dir = tmp_path / "runs" / "lstm" / "seed_0"
-    deadline = time.monotonic() + 120
 
     def held() -> bool:
         with open(run_dir / LOCK_FILE, "a") as handle:
@@ -500,17 +499,56 @@ def test_killed_compare_takes_its_workers_with_it(tmp_path: Path) -> None:
             fcntl.flock(handle, fcntl.LOCK_UN)
             return False
 
+    deadline = time.monotonic() + 120
     try:
         while not ((run_dir / EVAL_LOG).exists() and held()):  # the worker is training
             assert parent.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
-    finally:
-        parent.send_signal(signal.SIGKILL)
+    except BaseException:
+        parent.kill()
         parent.wait()
+        raise
+    return parent, held
+
+
+def _released(held: Callable[[], bool]) -> None:
+    import time
+
     deadline = time.monotonic() + 30
     while held():
         assert time.monotonic() < deadline, "the worker outlived its compare process"
         time.sleep(0.2)
+
+
+@pytest.mark.slow  # a compare process and its training workers
+def test_killed_compare_takes_its_workers_with_it(tmp_path: Path) -> None:
+    """A compare process killed outright (SIGKILL, no chance to clean up) leaves no worker
+    training on and holding its run, so the next compare can resume that run."""
+    parent, held = _endless_compare(tmp_path)
+    parent.kill()
+    parent.wait()
+    _released(held)
+
+
+@pytest.mark.slow  # a compare process and its training workers
+def test_interrupted_compare_ends_its_runs_instead_of_waiting_for_them(tmp_path: Path) -> None:
+    """A SIGINT to the compare process alone (a notebook's interrupt, ``kill -INT``; not a
+    terminal's Ctrl-C, which reaches the workers too) ends it with one line and exit status
+    130 while its run is far from done, and its worker with it."""
+    import signal
+    import subprocess
+
+    parent, held = _endless_compare(tmp_path)
+    parent.send_signal(signal.SIGINT)
+    try:
+        _, err = parent.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        parent.kill()
+        parent.wait()
+        pytest.fail("the interrupted compare waited for its run to finish")
+    assert parent.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "txrl compare: interrupted"
+    _released(held)
 
 
 def test_plots_share_one_matplotlib_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

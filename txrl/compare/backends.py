@@ -69,18 +69,21 @@ Report = Callable[[RunSpec, dict[str, Any]], None]
 PARENT_CHECK_SECONDS = 1.0
 
 
-def _exit_with_parent(parent: int) -> None:
-    """Pool initializer: end this worker when the compare process that started it is gone.
+def _exit_with_parent(parent: int, stop: Any) -> None:
+    """Pool initializer: end this worker when the compare process that started it is gone,
+    or when it sets ``stop`` (a ``multiprocessing`` event) because it was interrupted.
 
-    A compare stopped by ``kill`` (SIGTERM or SIGKILL; Ctrl-C reaches the workers anyway)
-    would otherwise leave its workers training on, holding their runs' locks, so the next
-    ``txrl compare`` would find those runs taken. The worker's run resumes from its last
-    checkpoint (written atomically) the next time.
+    A compare stopped by ``kill`` (SIGTERM or SIGKILL) would otherwise leave its workers
+    training on, holding their runs' locks, so the next ``txrl compare`` would find those
+    runs taken; one interrupted by a SIGINT of its own (a notebook's "interrupt", a
+    ``kill -INT``: a terminal's Ctrl-C reaches the workers anyway) would wait for its runs to
+    finish. The worker's run resumes from its last checkpoint (written atomically) the next
+    time.
     """
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK_SECONDS)
+        while os.getppid() == parent and not stop.wait(PARENT_CHECK_SECONDS):
+            pass
         os._exit(1)
 
     threading.Thread(target=watch, name="txrl-exit-with-parent", daemon=True).start()
@@ -88,20 +91,29 @@ def _exit_with_parent(parent: int) -> None:
 
 def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[dict[str, Any]]:
     """Run ``specs`` in a pool of ``workers`` processes (spawned: no forked torch state),
-    which end with this process however it ends (:func:`_exit_with_parent`)."""
+    which end with this process however it ends (:func:`_exit_with_parent`). An exception
+    here, Ctrl-C included, ends the running runs and cancels the rest before it propagates,
+    rather than after the running ones finish."""
     outcomes = []
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
+    stop = context.Event()
+    pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
         initializer=_exit_with_parent,
-        initargs=(os.getpid(),),
-    ) as pool:
+        initargs=(os.getpid(), stop),
+    )
+    try:
         futures = {pool.submit(execute_run, spec): spec for spec in specs}
         for future in as_completed(futures):
             outcome = future.result()
             report(futures[future], outcome)
             outcomes.append(outcome)
+    except BaseException:
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return outcomes
 
 
