@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from txrl.inspect import EpisodeRecord, InspectError, probe_records
-from txrl.inspect.probe import OBSERVATION
+from txrl.inspect.probe import OBSERVATION, summary_line
 
 STEPS, WIDTH, FORGET_AT = 8, 6, 3
 
@@ -72,6 +72,25 @@ def test_probe_aligned_on_the_decision_counts_steps_back_from_it(
     assert sorted(forgets) == list(range(-(STEPS - 1), 1))
     assert min(forgets[s - (STEPS - 1)] for s in range(FORGET_AT)) >= 0.95
     assert result.accuracy(OBSERVATION)[-(STEPS - 1)] == 1.0
+
+
+def test_it_says_how_many_episodes_had_what_it_decodes(episodes: list[EpisodeRecord]) -> None:
+    """Episodes without the target (the cue never in view) or the aligning event are left
+    out, and the result says how many of those played it kept: that count can be the
+    finding itself."""
+    import dataclasses
+
+    rng = np.random.default_rng(2)
+    unseen = [dataclasses.replace(_episode("up", rng), cue=None) for _ in range(3)]
+    no_decision = [dataclasses.replace(_episode("down", rng), decision_step=None)]
+    played = [*episodes, *unseen, *no_decision]
+    at_start = probe_records(played, "cue")
+    assert (at_start.episodes, at_start.played) == (41, 44)
+    assert summary_line(at_start).startswith("probe 'cue' (41 of 44 episodes have it): best")
+    at_decision = probe_records(played, "cue", align="decision")
+    assert (at_decision.episodes, at_decision.played) == (40, 44)
+    assert "(40 of 44 episodes have it and a decision step)" in summary_line(at_decision)
+    assert at_decision.to_json()["played"] == 44
 
 
 def test_steps_reached_by_few_episodes_are_not_scored(episodes: list[EpisodeRecord]) -> None:

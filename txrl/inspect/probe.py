@@ -42,6 +42,7 @@ class ProbeResult:
     classes: list[str]
     counts: list[int]  # episodes per class
     episodes: int  # episodes with the target (and the aligning event)
+    played: int  # episodes recorded; the others lacked the target or the aligning event
     layers: list[str]
     rows: list[dict[str, Any]]  # layer, step, episodes, accuracy, chance
 
@@ -244,6 +245,7 @@ def probe_records(
         classes=classes,
         counts=[int((labels == c).sum()) for c in range(len(classes))],
         episodes=len(kept),
+        played=len(records),
         layers=list(feature_sets),
         rows=rows,
     )
@@ -299,7 +301,7 @@ def plot_probe(result: ProbeResult, path: Path) -> Any:
     fig.text(
         0.01, -0.02,
         f"Linear (softmax) probe per layer and step, scored on held-out episodes "
-        f"({result.episodes} episodes; values: {values}).\nA step is scored where at least "
+        f"({_kept_of_played(result)}; values: {values}).\nA step is scored where at least "
         f"{MIN_EPISODES} episodes reach it.",
         fontsize="x-small", ha="left", va="top",
     )  # fmt: skip
@@ -307,12 +309,23 @@ def plot_probe(result: ProbeResult, path: Path) -> Any:
     return fig
 
 
+def _kept_of_played(result: ProbeResult) -> str:
+    """``23 of 64 episodes have it and a decision step``: how many episodes the probe could
+    use, which can itself be the finding (a policy that never looks at the cue)."""
+    event = "" if result.align == "start" else f" and a {result.align} step"
+    return f"{result.episodes} of {result.played} episodes have it{event}"
+
+
 def summary_line(result: ProbeResult) -> str:
-    """``layer0: best 1.00 at step 3`` for each layer, for the terminal."""
+    """How many episodes it used, then ``layer0 1.00 (step 3)`` for each layer, for the
+    terminal."""
     parts = []
     for layer in result.layers:
         accuracy = result.accuracy(layer)
         best = max(accuracy, key=lambda s: accuracy[s], default=None)
         if best is not None and not math.isnan(accuracy[best]):
             parts.append(f"{layer} {accuracy[best]:.2f} (step {best})")
-    return f"probe {result.target!r}: best held-out accuracy " + ", ".join(parts)
+    return (
+        f"probe {result.target!r} ({_kept_of_played(result)}): best held-out accuracy "
+        + ", ".join(parts)
+    )
