@@ -51,3 +51,13 @@ def crash_after(run_dir: Path, step: int) -> None:
     for path in checkpoints.glob("step_*.zip"):
         if int(path.stem.split("_")[1]) > step:
             path.unlink()
+
+
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` of a subprocess a test signals: SIGINT at its default. The test process
+    may ignore or block SIGINT (a Ray Tune fit or a background job leaves that behind), and a
+    child inherits both; a terminal's child has neither."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])

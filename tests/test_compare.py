@@ -465,18 +465,12 @@ def _endless_compare(tmp_path: Path) -> tuple[Any, Callable[[], bool]]:
     """A ``txrl compare`` process training one endless run, returned once its worker trains
     (its run's lock held), with a test of whether that lock is still held."""
     import fcntl
-    import signal
     import subprocess
     import sys
     import time
 
+    from tests._runs import as_from_a_terminal
     from txrl.rundir import LOCK_FILE
-
-    def as_from_a_terminal() -> None:
-        # The test process may ignore or block SIGINT (a Ray Tune fit or a background job
-        # leaves that behind), and a child inherits both; a terminal's child has neither.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
     command = [sys.executable, "-m", "txrl", "compare", str(TINY), "--out", str(tmp_path)]
     one_run = ["--workers", "1", "--only", "memory=lstm", "--only", "seed=0"]

@@ -16,7 +16,7 @@ import yaml
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 import txrl.checkpoint
-from tests._runs import tiny
+from tests._runs import as_from_a_terminal, tiny
 from txrl import cli
 from txrl.callbacks import BetweenRollouts
 from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
@@ -96,12 +96,6 @@ def test_sigint_to_a_training_process(tmp_path: Path) -> None:
 
     config = write(tmp_path / "long.yaml", budget=10**7, checkpoint={"every": 32, "keep": 1})
     run_dir = tmp_path / "run"
-
-    def as_from_a_terminal() -> None:
-        # The test process may ignore or block SIGINT (what a Ray Tune fit or a background job
-        # leaves behind), and a child inherits both; a terminal's child has neither.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
     process = subprocess.Popen(
         [sys.executable, "-m", "txrl", "train", config, "--run-dir", str(run_dir)],
