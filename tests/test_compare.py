@@ -559,3 +559,28 @@ def test_plots_share_one_matplotlib_setup(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # as if not installed
     with pytest.raises(ImportError, match=r"txrl compare draws its plots with matplotlib: pip"):
         figure_class(DRAWS)
+
+
+def test_runs_start_seed_by_seed_after_the_half_done_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A study cut short holds whole seeds: every variant's first seed starts before any
+    variant's second, and a half-done run resumes before anything new starts."""
+    import txrl.compare.pipeline as pipeline
+
+    config = load_compare_config(TINY)  # memory: gtrxl, lstm; seeds 0, 1
+    specs = {(s.variant, s.seed): s for s in plan(config, tmp_path)}
+    half = specs["lstm", 1]
+    fake_run(Path(half.run_dir), half.config, [(0, 0.0)], finished=False)
+    started: list[tuple[str, int]] = []
+
+    def record(todo: list[Any], workers: int, report: Any) -> list[dict[str, Any]]:
+        started.extend((s.variant, s.seed) for s in todo)
+        return []
+
+    monkeypatch.setattr(pipeline, "run_local", record)
+    compare(config, tmp_path, workers=1, echo=lambda _: None)
+    assert started == [("lstm", 1), ("gtrxl", 0), ("lstm", 0), ("gtrxl", 1)]
+    assert [(s.variant, s.seed) for s in plan(config, tmp_path)] == [
+        ("gtrxl", 0), ("gtrxl", 1), ("lstm", 0), ("lstm", 1)
+    ]  # fmt: skip

@@ -38,7 +38,7 @@ from :func:`txrl.stats.bootstrap_ci` and results.md says what is missing.
 
 Modules, one job each (each imports only those above it):
 
-* :mod:`~txrl.compare.plan`: the grid's runs (:class:`RunSpec`), their status, ``--only``;
+* :mod:`~txrl.compare.plan`: the grid's runs (:class:`RunSpec`), their status, the order they start in, ``--only``;
 * :mod:`~txrl.compare.backends`: one run in a worker (:func:`execute_run`), the local pool
   and the Ray Tune grid;
 * :mod:`~txrl.compare.summary`: the runs' logs read back, the estimates per variant and
@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from txrl.compare.backends import execute_run, run_local, run_ray
 from txrl.compare.pipeline import compare, summarise
-from txrl.compare.plan import TRAIN_LOG, RunSpec, parse_only, plan, select_runs
+from txrl.compare.plan import TRAIN_LOG, RunSpec, launch_order, parse_only, plan, select_runs
 from txrl.compare.plots import (
     MAX_CURVES_PER_PANEL,
     plot_curves,
@@ -89,6 +89,7 @@ __all__ = [
     "compare",
     "compare_to_reference",
     "execute_run",
+    "launch_order",
     "parse_only",
     "plan",
     "plot_curves",

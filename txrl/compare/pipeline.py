@@ -8,7 +8,7 @@ from typing import Any
 
 from txrl import stats
 from txrl.compare.backends import cpu_count, run_local, run_ray
-from txrl.compare.plan import TRAIN_LOG, RunSpec, plan, select_runs
+from txrl.compare.plan import TRAIN_LOG, RunSpec, launch_order, plan, select_runs
 from txrl.compare.plots import plot_curves, plot_finals, plot_ranking
 from txrl.compare.ranking import reference_comparisons
 from txrl.compare.report import results_markdown
@@ -72,6 +72,9 @@ def compare(
 ) -> tuple[list[VariantSummary], list[dict[str, Any]]]:
     """Run the grid (skipping finished runs, resuming partial ones) and summarise it.
 
+    Half-done runs start first, then the rest seed by seed (:func:`launch_order`), so a
+    compare stopped part-way leaves every variant on the same seeds.
+
     ``only`` (see :func:`select_runs`) runs part of the grid, e.g. one learner or some seeds
     on another machine into the same ``out_dir``; the summary covers every finished run of
     the grid, whichever process ran it.
@@ -84,7 +87,9 @@ def compare(
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.yaml").write_text(dump_yaml(to_plain(config)))
     status = {spec.run_dir: spec.status() for spec in specs}
-    todo = [s for s in chosen if status[s.run_dir] != "finished"]
+    todo = launch_order(
+        [s for s in chosen if status[s.run_dir] != "finished"], config.seeds, status
+    )
     counts = {k: sum(v == k for v in status.values()) for k in ("finished", "partial", "new")}
     workers = workers or config.workers or cpu_count()
     echo(

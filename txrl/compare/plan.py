@@ -75,6 +75,18 @@ def plan(config: CompareConfig, out_dir: Path) -> list[RunSpec]:
     return specs
 
 
+def launch_order(
+    specs: Sequence[RunSpec], seeds: Sequence[int], status: Mapping[str, str]
+) -> list[RunSpec]:
+    """The order ``specs`` start in: half-done runs first (they resume from their checkpoint),
+    then seed by seed, every variant's first seed before any variant's second (grid order
+    within a seed). A study stopped part-way, or cut short by its compute, so holds whole
+    seeds: its variants compare on the same seeds. ``status``: :meth:`RunSpec.status` by
+    run directory. Reports keep grid order; only the launch order changes."""
+    rank = {seed: i for i, seed in enumerate(seeds)}
+    return sorted(specs, key=lambda s: (status.get(s.run_dir) != "partial", rank[s.seed]))
+
+
 #: Settings that change what a run prints, not what it learns: a run directory written with
 #: other values (runs planned before compare logged progress) is still the same run.
 DISPLAY_KEYS = frozenset({"runtime.progress_bar", "runtime.progress_every", "runtime.verbose"})
