@@ -38,7 +38,8 @@ from :func:`txrl.stats.bootstrap_ci` and results.md says what is missing.
 
 Modules, one job each (each imports only those above it):
 
-* :mod:`~txrl.compare.plan`: the grid's runs (:class:`RunSpec`), their status, the order they start in, ``--only``;
+* :mod:`~txrl.compare.plan`: the grid's runs (:class:`RunSpec`), their status, the order they
+  start in, ``--only``;
 * :mod:`~txrl.compare.backends`: one run in a worker (:func:`execute_run`), the local pool
   and the Ray Tune grid;
 * :mod:`~txrl.compare.summary`: the runs' logs read back, the estimates per variant and
