@@ -93,6 +93,11 @@ def test_summaries_from_synthetic_logs(tmp_path: Path) -> None:
     assert "| 96 (2/2) | 12 s | 1.800 |" in table
     assert "| gtrxl | 2 | 0.900 | 0.900 |" in table
     assert "| lstm | 1/2 | 0.400 |" in table
+    # the unfinished run is left out of the scores but not out of the report
+    unfinished = table.split("## Unfinished runs")[1]
+    assert "| memory | seed | last evaluation at | success rate | best success rate |" in unfinished
+    assert "| lstm | 1 | 64 of 128 | 0.300 | 0.300 | 8 s |" in unfinished
+    assert "gtrxl" not in unfinished
     for png in ("curves.png", "final.png"):
         assert (tmp_path / png).read_bytes()[:4] == PNG_MAGIC
 

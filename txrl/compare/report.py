@@ -94,6 +94,7 @@ def results_markdown(
         title = f"all {config.panels}s"
         if title in by_title:
             lines += ["", *_reference_markdown(config, by_title[title], level=3)]
+    lines += _unfinished_markdown(config, variants, axes)
     rows = [v.row() for v in variants]
     finished = any(row["finished"] for row in rows)
     if config.metric == "success_rate" and finished and all(math.isnan(r["mean"]) for r in rows):
@@ -124,6 +125,40 @@ def _variant_table(
             ]
         )
     return _md_table(header, rows)
+
+
+def _unfinished_markdown(
+    config: CompareConfig, variants: Sequence[VariantSummary], axes: Sequence[str]
+) -> list[str]:
+    """Where each unfinished run that has been evaluated stands: a study cut short by its
+    compute still says how far each run got, which the tables above leave out."""
+    metric = config.metric.replace("_", " ")
+    rows = [
+        [
+            *(v.label(axis) for axis in axes),
+            str(r.spec.seed),
+            f"{_steps(r.timesteps[-1])} of {_steps(r.spec.config['budget'])}",
+            _num(r.values[-1]),
+            _num(max(r.values, default=math.nan)),
+            "–" if r.wall_time_s is None else _seconds(r.wall_time_s),
+        ]
+        for v in variants
+        for r in v.records
+        if not r.finished and r.timesteps
+    ]
+    if not rows:
+        return []
+    header = [*axes, "seed", "last evaluation at", metric, f"best {metric}", "wall-clock"]
+    return [
+        "",
+        "## Unfinished runs",
+        "",
+        "Left out of the tables above: each run's last evaluation so far (env steps of its "
+        "budget), the best of its evaluations, and its wall-clock at the last one. Running the "
+        "same `txrl compare` again resumes them.",
+        "",
+        *_md_table(header, rows),
+    ]
 
 
 def _aggregate_markdown(
