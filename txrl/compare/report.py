@@ -139,7 +139,7 @@ def _unfinished_markdown(
             str(r.spec.seed),
             f"{_steps(r.timesteps[-1])} of {_steps(r.spec.config['budget'])}",
             _num(r.values[-1]),
-            _num(max(r.values, default=math.nan)),
+            _num(max((x for x in r.values if not math.isnan(x)), default=math.nan)),
             "–" if r.wall_time_s is None else _seconds(r.wall_time_s),
         ]
         for v in variants
