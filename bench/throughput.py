@@ -108,6 +108,12 @@ the envs                                                           operand is ea
                                                                    memory keys; the positional
                                                                    keys are already one
                                                                    ``bmm`` over all envs
+``predict``: the observation and flags made as          predict    the compiled step cloned
+inference tensors (the compiled step takes them         d_model 8  both before; ``predict`` also
+without a copy), no trace, the state kept past          0.46 ->    paid ``nn.Module``'s
+``nn.Module.__setattr__``, the device read off the      0.43       ``__setattr__`` and SB3's
+actor head's weight                                     (RecPPO    ``device`` walk each call
+                                                        0.44)      (mins of 3 x 300 calls)
 ======================================================  =========  ============================
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process

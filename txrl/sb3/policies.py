@@ -520,22 +520,23 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         return shape
 
     def act_discrete_heads(
-        self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor
+        self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, *, trace: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
         """The network part of a discrete acting step (everything but the draw): the
-        log-probabilities of every action (B, n), values (B, 1) and the backbone output.
+        log-probabilities of every action (B, n), values (B, 1) and the backbone output
+        (with the step's trace unless ``trace`` is False, as for ``predict``).
         :meth:`act` draws from them; a CUDA graph of a rollout's step captures this alone
         (``txrl.sb3.graphs``), so its draws come from torch's generator as eager ones do."""
         stepper = getattr(self.backbone, "step_with_head", None)
         if stepper is None:  # e.g. a critic with a memory of its own
             latent_pi, latent_vf, out = self._latent(
-                obs, state, episode_starts[None], trace=True, acting=True
+                obs, state, episode_starts[None], trace=trace, acting=True
             )
             return self.action_net(latent_pi).log_softmax(dim=-1), self.value_net(latent_vf), out
         # the heads run in the backbone's step (in its graph when it compiles its step)
         x = self._acting_features(obs)
         (log_probs, values), out = stepper(
-            x, state, episode_starts[None], self._discrete_heads, trace=True
+            x, state, episode_starts[None], self._discrete_heads, trace=trace
         )
         return log_probs, values, out
 
@@ -615,22 +616,26 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         """
         if self.training:
             self.set_training_mode(False)
-        device = self.device  # SB3's property walks the parameters: once a call
-        obs, vectorized = self._observation_tensor(observation, device)
-        n_envs = next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
+        device = self._acting_device()
+        with torch.inference_mode():
+            # the observation and flags made here are inference tensors, which the compiled
+            # step takes without a copy; the state is the caller's (or a fresh plain one)
+            obs, vectorized = self._observation_tensor(observation, device)
+            n_envs = next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
+            starts = self._episode_start_tensor(episode_start, n_envs, device)
         memory = self._predict_state(state, n_envs)
-        starts = self._episode_start_tensor(episode_start, n_envs, device)
         with torch.inference_mode():
             if isinstance(self.action_space, spaces.Discrete) and getattr(
                 self.backbone, "compiles_step", False
             ):
                 # the acting step's heads, in its one compiled call (eager: the actor alone)
-                log_probs, _, out = self.act_discrete_heads(obs, memory, starts)
+                log_probs, _, out = self.act_discrete_heads(obs, memory, starts, trace=False)
                 actions = _draw_discrete(log_probs, deterministic)
             else:
                 latent, out = self._memory_output(obs, memory, starts[None], acting=True)
                 actions = self._actor_actions(latent, deterministic)
-        self._last_predicted_state = out.state
+        # kept past nn.Module's __setattr__ (which checks parameters, buffers and modules)
+        self.__dict__["_last_predicted_state"] = out.state
         actions_np = actions.cpu().numpy().reshape((-1, *self._action_shape()))
         if isinstance(self.action_space, spaces.Box):
             if self.squash_output:
@@ -640,6 +645,12 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         if not vectorized:
             actions_np = actions_np.squeeze(axis=0)
         return actions_np, out.state
+
+    def _acting_device(self) -> torch.device:
+        """The policy's device: that of the actor head's weight (every module of a policy is
+        on one device), without SB3's ``device`` property's walk over the parameters."""
+        weight = getattr(self.action_net, "weight", None)
+        return weight.device if isinstance(weight, torch.Tensor) else self.device
 
     def _observation_tensor(
         self, observation: Any, device: torch.device
