@@ -65,9 +65,9 @@ def main(
     model.set_logger(run.logger())
 
     # 5. Train for what is left of the budget; the step count continues, never restarts.
-    #    Ctrl-C ends it at the next env step with the step reached, the newest checkpoint
-    #    and how to resume (a second Ctrl-C at once).
-    stop = StopOnInterrupt()
+    #    Ctrl-C (or SIGTERM) ends it after the rollout under way and its update, with a
+    #    checkpoint there, and names that step and how to resume (a second one at once).
+    stop = StopOnInterrupt(save=run.save_on_stop)
     try:
         with stop.catching():
             model.learn(
@@ -79,8 +79,8 @@ def main(
             )
     except KeyboardInterrupt:
         raise run.interrupted(int(model.num_timesteps)) from None
-    if stop.requested:
-        raise run.interrupted(int(model.num_timesteps))
+    if stop.saved_step is not None:  # stopped at its checkpoint (the step after is not kept)
+        raise run.interrupted(stop.saved_step)
 
     # 6. Final evaluation and the final checkpoint, which marks the run finished.
     return run.finish(model, eval_env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +63,31 @@ def test_the_first_ctrl_c_asks_for_a_stop_and_the_second_stops_at_once() -> None
         signal.signal(signal.SIGINT, before)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     assert StopOnInterrupt()._on_step()  # no request: training goes on
+
+
+def test_with_a_save_the_stop_waits_for_the_next_rollout_start_and_its_checkpoint() -> None:
+    """A stop asked for mid-rollout (here by :func:`txrl.callbacks.request_stop`, as a
+    compare's worker does) lets the rollout finish; the next rollout start saves, and the
+    step after it ends ``learn()``."""
+    from txrl import callbacks
+    from txrl.callbacks import StopOnInterrupt, request_stop
+
+    saved: list[int] = []
+
+    def save(model: Any) -> int:
+        saved.append(64)  # a run's save_on_stop writes the checkpoint and returns its step
+        return 64
+
+    stop = StopOnInterrupt(save=save)
+    stop.model = None  # type: ignore[assignment]  # (set by learn(); the save ignores it)
+    try:
+        assert stop._on_step()
+        request_stop()
+        assert stop._on_step() and stop._on_step()  # the rollout under way goes on
+        stop._on_rollout_start()
+        stop._on_rollout_start()  # once only
+        assert saved == [64] and stop.saved_step == 64
+        assert not stop._on_step()
+    finally:
+        callbacks._STOP_REQUESTED.clear()  # process-wide: leave none for later tests
+    assert StopOnInterrupt(save=lambda model: 0)._on_step()

@@ -530,15 +530,19 @@ def test_killed_compare_takes_its_workers_with_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # a compare process and its training workers
-def test_interrupted_compare_ends_its_runs_instead_of_waiting_for_them(tmp_path: Path) -> None:
-    """A SIGINT to the compare process alone (a notebook's interrupt, ``kill -INT``; not a
-    terminal's Ctrl-C, which reaches the workers too) ends it with one line and exit status
-    130 while its run is far from done, and its worker with it."""
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_interrupted_compare_stops_its_runs_at_a_checkpoint_instead_of_waiting(
+    tmp_path: Path, signum: str
+) -> None:
+    """SIGINT (a terminal's Ctrl-C, a notebook's interrupt, ``kill -INT``) or SIGTERM
+    (``kill``, a cluster scheduler) to the compare process while its run is far from done and
+    has no checkpoint: the run ends after its rollout's update with a checkpoint there
+    (nothing to redo on resume), the compare reports it and exits with status 130."""
     import signal
     import subprocess
 
-    parent, held = _endless_compare(tmp_path)
-    parent.send_signal(signal.SIGINT)
+    parent, held = _endless_compare(tmp_path)  # periodic checkpoints never come due
+    parent.send_signal(getattr(signal, signum))
     try:
         _, err = parent.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -546,8 +550,12 @@ def test_interrupted_compare_ends_its_runs_instead_of_waiting_for_them(tmp_path:
         parent.wait()
         pytest.fail("the interrupted compare waited for its run to finish")
     assert parent.returncode == 130, err
-    assert err.strip().splitlines()[-1] == "txrl compare: interrupted"
+    lines = err.strip().splitlines()
+    assert lines[-1] == "txrl compare: interrupted"
+    assert any(line.startswith("txrl compare: stopping: each running run ends") for line in lines)
     _released(held)
+    checkpoints = list((tmp_path / "runs" / "lstm" / "seed_0" / "checkpoints").glob("step_*.zip"))
+    assert len(checkpoints) == 1, err  # written at the stop
 
 
 def test_plots_share_one_matplotlib_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 import txrl.checkpoint
 from tests._runs import as_from_a_terminal, tiny
+from tests.test_cli import policy_params
 from txrl import cli
 from txrl.callbacks import BetweenRollouts
 from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
@@ -88,10 +91,62 @@ def test_ctrl_c_before_the_first_checkpoint_says_so(
     assert line.endswith(f"resume with: txrl train --resume {run_dir}")
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_mid_rollout_stops_at_a_checkpoint_and_the_resume_loses_nothing(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    signum: signal.Signals,
+) -> None:
+    """Ctrl-C or SIGTERM at step 40, in the second 32-step rollout, with no periodic
+    checkpoint due: the run trains that rollout, writes a checkpoint at step 64 and stops;
+    resumed, it ends with the weights of a run never stopped."""
+    # Two envs, n_steps 16: rollouts start at 0, 32, 64, 96; no periodic checkpoint.
+    config = write(tmp_path / "tiny.yaml", checkpoint={"every": 0, "keep": 0})
+    run_dir = tmp_path / "run"
+    step = BetweenRollouts._on_step
+
+    def signal_at_40(self: BetweenRollouts) -> bool:
+        if self.model.num_timesteps == 40:
+            signal.raise_signal(signum)  # delivered to this thread at once
+        return step(self)
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    monkeypatch.setattr(BetweenRollouts, "_on_step", signal_at_40)
+    try:
+        assert cli.main(["train", config, "--run-dir", str(run_dir)]) == 130
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    notice, line = capsys.readouterr().err.strip().splitlines()
+    assert notice.startswith(f"txrl: {signum.name}: stopping after this rollout's update")
+    checkpoint = run_dir / CHECKPOINT_DIR / "step_000000064.zip"
+    assert line == (
+        f"txrl train: interrupted at step 64; last checkpoint {checkpoint} (step 64); "
+        f"resume with: txrl train --resume {run_dir}"
+    )
+    assert sorted(p.name for p in (run_dir / CHECKPOINT_DIR).glob("step_*.zip")) == [
+        checkpoint.name
+    ]
+    assert signal.getsignal(signal.SIGTERM) is before[signal.SIGTERM]  # handlers put back
+
+    monkeypatch.undo()
+    assert cli.main(["train", "--resume", str(run_dir)]) == 0
+    assert "(resumed from step 64)" in capsys.readouterr().out
+    straight = tmp_path / "straight"
+    assert cli.main(["train", config, "--run-dir", str(straight)]) == 0
+    expected = policy_params(straight / CHECKPOINT_DIR / FINAL_CHECKPOINT)
+    resumed = policy_params(run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT)
+    for name, tensor in expected.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0)
+
+
 @pytest.mark.slow  # a training process, interrupted
 def test_sigint_to_a_training_process(tmp_path: Path) -> None:
-    """A real Ctrl-C (SIGINT) to ``txrl train``: one line on stderr, exit status 130."""
-    import signal
+    """A real Ctrl-C (SIGINT) to ``txrl train``: a notice, then one line on stderr naming
+    the checkpoint it stopped at, exit status 130."""
     import time
 
     config = write(tmp_path / "long.yaml", budget=10**7, checkpoint={"every": 32, "keep": 1})
@@ -112,8 +167,11 @@ def test_sigint_to_a_training_process(tmp_path: Path) -> None:
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
-    line = one_line(err)
+    notice, line = err.strip().splitlines()  # no traceback
+    assert notice.startswith("txrl: SIGINT: stopping after this rollout's update")
     assert line.startswith("txrl train: interrupted at step ") and "last checkpoint" in line
+    reached = line.split("interrupted at step ")[1].split(";")[0]
+    assert f"(step {reached})" in line  # stopped at the checkpoint it names
     assert line.endswith(f"resume with: txrl train --resume {run_dir}")
     assert temp_files(run_dir) == []
 

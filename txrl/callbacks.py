@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -21,6 +21,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 
 if TYPE_CHECKING:
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
     from txrl.rundir import Run
 
 
@@ -48,44 +50,90 @@ class BetweenRollouts(BaseCallback):
         return not self.run.target_reached  # False ends learn() (eval.stop_at)
 
 
+#: Set by :func:`request_stop`: every :class:`StopOnInterrupt` of this process then stops
+#: its run as a first Ctrl-C would. ``txrl compare``'s workers set it when the compare is
+#: interrupted (a thread, not a signal: a worker between runs has nothing to stop).
+_STOP_REQUESTED = threading.Event()
+
+
+def request_stop() -> None:
+    """Ask every run of this process to stop as a first Ctrl-C does (thread-safe)."""
+    _STOP_REQUESTED.set()
+
+
 class StopOnInterrupt(BaseCallback):
-    """Ctrl-C (SIGINT) ends ``learn()`` at the next env step, not wherever the signal lands.
+    """Ctrl-C (SIGINT) or SIGTERM ends ``learn()`` cleanly, at a point a resume continues
+    from without losing a step.
 
     A ``KeyboardInterrupt`` raised at an arbitrary point of training can leave a lock held
     (the TensorBoard writer's queue, a thread's condition) and hang the exit that follows.
-    Inside :meth:`catching`, the first SIGINT only sets :attr:`requested`, which this callback
-    turns into a clean stop at the next step; the recipe then reports the step reached. A
-    second SIGINT raises ``KeyboardInterrupt`` at once, for a stretch that reaches no step (a
-    long evaluation). Outside the main thread, or where SIGINT is ignored, nothing changes.
+    Inside :meth:`catching`, the first SIGINT or SIGTERM (what ``kill`` and cluster schedulers
+    send before they end a job) only sets :attr:`requested`, as :func:`request_stop` does.
+    With ``save`` (a run's :meth:`txrl.rundir.Run.save_on_stop`), training goes on to the
+    end of the rollout under way and its update, ``save(model)`` writes a checkpoint at the
+    next rollout start (the one point where a checkpoint is consistent, as the periodic ones
+    are), and ``learn()`` ends there: the resumed run continues exactly where it stopped.
+    Without ``save`` it ends at the next env step. A second signal raises
+    ``KeyboardInterrupt`` at once (work since the newest checkpoint is then redone on
+    resume). Outside the main thread, or for a signal that is ignored, nothing changes.
     """
 
-    def __init__(self) -> None:
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(
+        self, save: Callable[[BaseAlgorithm], int] | None = None, stream: TextIO | None = None
+    ) -> None:
         super().__init__()
+        self.save = save
+        self.stream = stream
         self.requested = False
+        #: the step of the checkpoint written at the stop (None: none written yet)
+        self.saved_step: int | None = None
 
     def _request(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested:  # the second Ctrl-C: at once
+        if self.requested:  # the second signal: at once
             raise KeyboardInterrupt
         self.requested = True
+        if self.save is not None:
+            print(
+                f"txrl: {signal.Signals(signum).name}: stopping after this rollout's update, "
+                "with a checkpoint there (send it again to stop at once)",
+                file=self.stream if self.stream is not None else sys.stderr,
+                flush=True,
+            )
 
     @contextlib.contextmanager
     def catching(self) -> Iterator[None]:
-        """Handle SIGINT as above for the block; the previous handler is back after it."""
-        previous = signal.getsignal(signal.SIGINT)
-        if threading.current_thread() is not threading.main_thread() or previous in (
-            signal.SIG_IGN,
-            None,
-        ):
+        """Handle SIGINT and SIGTERM as above for the block; their previous handlers are back
+        after it."""
+        if threading.current_thread() is not threading.main_thread():
             yield
             return
-        signal.signal(signal.SIGINT, self._request)
+        previous = {signum: signal.getsignal(signum) for signum in self.SIGNALS}
+        taken = [s for s, handler in previous.items() if handler not in (signal.SIG_IGN, None)]
+        for signum in taken:
+            signal.signal(signum, self._request)
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for signum in taken:
+                signal.signal(signum, previous[signum])
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was asked for, by a signal or by :func:`request_stop`."""
+        if _STOP_REQUESTED.is_set():
+            self.requested = True
+        return self.requested
+
+    def _on_rollout_start(self) -> None:
+        if self.stopping and self.save is not None and self.saved_step is None:
+            self.saved_step = self.save(self.model)
 
     def _on_step(self) -> bool:
-        return not self.requested  # False ends learn() after this step
+        # False ends learn() after this step: at once without ``save``; with it, at the
+        # first step after the stop's checkpoint (which that step is not part of)
+        return not (self.stopping and (self.save is None or self.saved_step is not None))
 
 
 class Progress(BaseCallback):

@@ -39,8 +39,9 @@ class TrainingDiverged(RunError):
 
 
 class TrainingInterrupted(RunError):
-    """Training was stopped by the user (Ctrl-C, SIGINT); the message says where the run got
-    to, its newest checkpoint and the command that resumes it (``txrl train`` exits 130)."""
+    """Training was stopped by the user (Ctrl-C, SIGINT or SIGTERM); the message says where
+    the run got to, its newest checkpoint and the command that resumes it (``txrl train``
+    exits 130)."""
 
 
 def print_warning(message: str) -> None:

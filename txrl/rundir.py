@@ -38,8 +38,9 @@ What resume restores (``txrl train --resume RUN_DIR``) from the last checkpoint:
   the episode starts, as it must be) and training continues from there. ``resumes.jsonl``
   says which happened.
 
-What it cannot restore: work after the last checkpoint is redone (up to
-``checkpoint.every`` steps). The eval log is cut back to the checkpoint and so are the
+What it cannot restore after a crash or ``kill -9``: work after the last checkpoint is
+redone (up to ``checkpoint.every`` steps); a Ctrl-C or SIGTERM writes a checkpoint where it
+stops, so nothing is redone. The eval log is cut back to the checkpoint and so are the
 TensorBoard files (their events after the checkpoint's step are dropped), so both hold each
 step once, in order (a ``best.zip`` from after the checkpoint goes too: the evaluation it
 won is no longer in the log), and the resumed run's points continue them in the same ``tb/``
@@ -47,9 +48,10 @@ directory (the ``train/`` values of the update just before the checkpoint, which
 with the next rollout, are the one point missing). A checkpoint that cannot be read (a truncated copy) is named, set aside as
 ``<name>.corrupt`` and the newest readable one used (:mod:`txrl.checkpoint`).
 With dummy envs and deterministic torch kernels (CPU), a resumed run reproduces the
-uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C ends a run at the next env step
-(:class:`txrl.callbacks.StopOnInterrupt`; a second Ctrl-C at once) with one line: the step it
-reached, its newest checkpoint and the command that resumes it.
+uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C or SIGTERM ends a run after the
+rollout under way and its update, with a checkpoint at the next rollout start
+(:class:`txrl.callbacks.StopOnInterrupt`, :meth:`Run.save_on_stop`; a second one at once),
+and one line: that step, the checkpoint and the command that resumes it.
 
 A larger budget (``txrl train --resume RUN_DIR --set budget=N``, also how a finished run is
 extended) changes one thing besides the length: ``lin_<x>`` schedules (learning rate, clip
@@ -398,6 +400,14 @@ class Run:
             for old in periodic_checkpoints(path.parent)[:-keep]:
                 old.unlink(missing_ok=True)
         return path
+
+    def save_on_stop(self, model: BaseAlgorithm) -> int:
+        """The checkpoint of a stop at a rollout start (:class:`txrl.callbacks.StopOnInterrupt`):
+        a periodic one at this step, unless one was just written here. Returns its step."""
+        step = int(model.num_timesteps)
+        if self.last_checkpoint != step or latest_checkpoint(self.run_dir) is None:
+            self.save_periodic(model)
+        return step
 
     def finish(self, model: BaseAlgorithm, eval_env: VecEnv) -> TrainResult:
         """Final evaluation (unless one was just made) and the final checkpoint."""

@@ -10,11 +10,12 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,13 @@ from txrl.config import CONFIG_FILE, TrainConfig
 def execute_run(spec: RunSpec) -> dict[str, Any]:
     """Train (or resume) one run in this process; its console output goes to ``train.log``.
 
-    Used by both backends; returns ``{"status": "finished" | "failed", ...}`` and never
-    raises, so one failing run does not stop the others.
+    Used by both backends; returns ``{"status": "finished" | "stopped" | "failed", ...}``
+    (stopped: by a Ctrl-C or SIGTERM, with a checkpoint to resume from; ``error`` says
+    where) and never raises, so one failing run does not stop the others.
     """
     import torch
 
+    from txrl.errors import TrainingInterrupted
     from txrl.train import train
 
     torch.set_num_threads(1)
@@ -44,6 +47,14 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
     ):
         try:
             result = train(TrainConfig.from_dict(spec.config), run_dir, resume=resume)
+        except TrainingInterrupted as stopped:
+            print(f"txrl train: {stopped}")
+            return {
+                "status": "stopped",
+                "run_dir": spec.run_dir,
+                "error": str(stopped),
+                "seconds": time.monotonic() - began,
+            }
         except Exception:
             traceback.print_exc()
             return {
@@ -69,46 +80,95 @@ Report = Callable[[RunSpec, dict[str, Any]], None]
 PARENT_CHECK_SECONDS = 1.0
 
 
-def _exit_with_parent(parent: int, stop: Any) -> None:
+def _exit_with_parent(parent: int, stop: Any, graceful: Any) -> None:
     """Pool initializer: end this worker when the compare process that started it is gone,
-    or when it sets ``stop`` (a ``multiprocessing`` event) because it was interrupted.
+    or when it sets ``stop`` (a ``multiprocessing`` event); when it sets ``graceful``, stop
+    this worker's run as a first Ctrl-C would (:func:`txrl.callbacks.request_stop`: at the
+    end of its rollout, with a checkpoint there).
 
-    A compare stopped by ``kill`` (SIGTERM or SIGKILL) would otherwise leave its workers
-    training on, holding their runs' locks, so the next ``txrl compare`` would find those
-    runs taken; one interrupted by a SIGINT of its own (a notebook's "interrupt", a
-    ``kill -INT``: a terminal's Ctrl-C reaches the workers anyway) would wait for its runs to
-    finish. The worker's run resumes from its last checkpoint (written atomically) the next
-    time.
+    A compare stopped by ``kill -9`` would otherwise leave its workers training on, holding
+    their runs' locks, so the next ``txrl compare`` would find those runs taken. SIGINT is
+    ignored here: a terminal's Ctrl-C reaches the whole process group, and the compare
+    process, which gets it too, tells its workers (:func:`run_local`).
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
-        while os.getppid() == parent and not stop.wait(PARENT_CHECK_SECONDS):
-            pass
+        from txrl.callbacks import request_stop
+
+        # polled, never waited on: a multiprocessing event's set() blocks on any process that
+        # ended inside its wait() (a worker that finished its run and exited)
+        asked = False
+        while os.getppid() == parent and not stop.is_set():
+            if not asked and graceful.is_set():
+                request_stop()
+                asked = True
+            time.sleep(PARENT_CHECK_SECONDS)
         os._exit(1)
 
     threading.Thread(target=watch, name="txrl-exit-with-parent", daemon=True).start()
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """In the main thread, SIGTERM raises ``KeyboardInterrupt`` for the block, as Ctrl-C
+    does (``kill PID`` and cluster schedulers send it), so it stops the runs the same way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN or previous is None:
+        yield
+        return
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[dict[str, Any]]:
     """Run ``specs`` in a pool of ``workers`` processes (spawned: no forked torch state),
-    which end with this process however it ends (:func:`_exit_with_parent`). An exception
-    here, Ctrl-C included, ends the running runs and cancels the rest before it propagates,
-    rather than after the running ones finish."""
+    which end with this process however it ends (:func:`_exit_with_parent`).
+
+    Ctrl-C (or SIGTERM) stops the running runs as it stops ``txrl train``: each goes on to
+    the end of its rollout and its update, writes a checkpoint there and ends, so a resume
+    loses no step; the runs not started are cancelled, the stopped ones reported, and the
+    ``KeyboardInterrupt`` propagates. A second Ctrl-C ends the workers at once (each run
+    then resumes from its newest checkpoint). Any other exception ends them at once too."""
     outcomes = []
     context = multiprocessing.get_context("spawn")
-    stop = context.Event()
+    stop, graceful = context.Event(), context.Event()
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
         initializer=_exit_with_parent,
-        initargs=(os.getpid(), stop),
+        initargs=(os.getpid(), stop, graceful),
     )
     try:
-        futures = {pool.submit(execute_run, spec): spec for spec in specs}
-        for future in as_completed(futures):
-            outcome = future.result()
-            report(futures[future], outcome)
-            outcomes.append(outcome)
+        with _sigterm_as_interrupt():
+            futures = {pool.submit(execute_run, spec): spec for spec in specs}
+            reported: set[Future[dict[str, Any]]] = set()
+            try:
+                for future in as_completed(futures):
+                    outcome = future.result()
+                    report(futures[future], outcome)
+                    reported.add(future)
+                    outcomes.append(outcome)
+            except KeyboardInterrupt:
+                graceful.set()
+                print(
+                    "txrl compare: stopping: each running run ends after its rollout's update, "
+                    "with a checkpoint there (Ctrl-C again stops at once)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                pool.shutdown(wait=True, cancel_futures=True)
+                for future, spec in futures.items():  # the runs it stopped, as they ended
+                    ended = future.done() and not future.cancelled()
+                    if future not in reported and ended and future.exception() is None:
+                        report(spec, future.result())
+                raise
     except BaseException:
         stop.set()
         pool.shutdown(wait=False, cancel_futures=True)

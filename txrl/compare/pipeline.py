@@ -112,6 +112,8 @@ def compare(
                 echo(
                     f"{head}: finished, final {config.metric} {shown} ({outcome.get('seconds', 0):.0f} s)"
                 )
+            elif outcome.get("status") == "stopped":  # the same command resumes it
+                echo(f"{head}: stopped: {outcome.get('error')}")
             else:
                 echo(
                     f"{head}: FAILED: {outcome.get('error')} (see {Path(spec.run_dir) / TRAIN_LOG})"
