@@ -261,16 +261,19 @@ def recurrent_forward_seconds(model: RecurrentPPO, repeats: int) -> float:
     return median_seconds(step, 20, repeats)
 
 
-def predict_seconds(model: Any, repeats: int) -> float:
+def predict_seconds(model: Any, repeats: int, deterministic: bool = False) -> float:
     """``model.predict(obs, state, episode_start)`` for all envs, state passed back as
-    SB3's ``evaluate_policy`` does."""
+    SB3's ``evaluate_policy`` does (which also passes ``deterministic=True``; the default of
+    ``predict`` is a draw)."""
     n_envs = model.n_envs
     obs = np.stack([model.observation_space.sample() for _ in range(n_envs)])
     starts = np.zeros(n_envs, dtype=bool)
     holder: dict[str, Any] = {"state": None}
 
     def step() -> None:
-        _, holder["state"] = model.predict(obs, state=holder["state"], episode_start=starts)
+        _, holder["state"] = model.predict(
+            obs, state=holder["state"], episode_start=starts, deterministic=deterministic
+        )
 
     return median_seconds(step, 80, repeats)
 
@@ -358,6 +361,9 @@ def main() -> None:
          lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "<= 1.5x (or <= 2.5 ms)"),
         ("predict, B=8, compile_step", lambda: predict_seconds(compiled, n) * ms,
          lambda: predict_seconds(theirs, n) * ms, "ms", "<= 2x"),
+        ("  the same, deterministic (evaluate_policy)",
+         lambda: predict_seconds(compiled, n, deterministic=True) * ms,
+         lambda: predict_seconds(theirs, n, deterministic=True) * ms, "ms", "<= 2x"),
         ("learn() at the bench setup", *paired((ours, theirs), args.timesteps),
          "steps/s", ">= 1.0x"),
         ("learn() at the bench setup, compile_step", *paired((compiled, theirs), args.timesteps),
