@@ -102,6 +102,26 @@ def test_subproc_envs_train_exactly_as_in_process_ones(tmp_path: Path) -> None:
         assert torch.equal(value, finals["subproc"][name]), name
 
 
+@pytest.mark.slow  # env worker processes
+def test_subproc_env_workers_outlive_a_ctrl_c(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the env workers too; they ignore it, so the training
+    process can finish its rollout and checkpoint (SB3's workers would end on it)."""
+    from txrl.config import TrainConfig
+    from txrl.run_envs import make_envs
+
+    config = TrainConfig.from_dict(tiny(env=dict(TINY["env"], vec_env="subproc")))
+    env = make_envs(config, 2, seed=0, subproc=True)
+    try:
+        env.reset()
+        for process in env.processes:  # type: ignore[attr-defined]
+            os.kill(process.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert all(process.is_alive() for process in env.processes)  # type: ignore[attr-defined]
+        env.step(np.zeros(2, dtype=np.int64))  # still answering
+    finally:
+        env.close()
+
+
 @pytest.mark.slow  # a training process, killed and resumed
 def test_kill_9_then_resume_continues_exactly(tmp_path: Path) -> None:
     """SIGKILL a training process after its first checkpoint; the resumed run must equal an

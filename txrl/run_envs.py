@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import signal
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 from stable_baselines3.common.env_util import make_vec_env
@@ -30,6 +32,20 @@ def _returning(env: gym.Env) -> Callable[[], gym.Env]:
     return lambda: env
 
 
+def _ignoring_sigint(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
+    """``factory``, made to run in a ``SubprocVecEnv`` worker that ignores SIGINT first.
+
+    A terminal's Ctrl-C reaches every process of its group; SB3's env workers end on it, and
+    the training process, which stops cleanly at the end of its rollout
+    (:class:`txrl.callbacks.StopOnInterrupt`), would then find its envs gone mid-rollout."""
+
+    def make(**kwargs: Any) -> gym.Env:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        return factory(**kwargs)
+
+    return make
+
+
 def make_envs(config: TrainConfig, n_envs: int, seed: int, *, subproc: bool = False) -> VecEnv:
     """``n_envs`` Monitor-wrapped copies of the config's env, seeded ``seed, seed + 1, ...``."""
     from txrl.envs import make_env_fn
@@ -39,7 +55,7 @@ def make_envs(config: TrainConfig, n_envs: int, seed: int, *, subproc: bool = Fa
     )
     if subproc:
         return make_vec_env(
-            factory,
+            _ignoring_sigint(factory),
             n_envs=n_envs,
             seed=seed,
             vec_env_cls=SubprocVecEnv,
