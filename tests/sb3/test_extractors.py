@@ -155,7 +155,7 @@ def test_encoder_kwargs_of_a_config_reach_the_extractor(tmp_path) -> None:
 
 def test_a_code_grid_among_dict_entries_is_embedded_and_pixels_are_still_scaled() -> None:
     from txrl.envs import PreviousActionReward
-    from txrl.sb3.policies import MemoryCombinedExtractor, SmallCNN
+    from txrl.sb3.extractors import MemoryCombinedExtractor, SmallCNN
 
     env = PreviousActionReward(gym.make("txrl/MiniGrid-MemoryS7-v0"))
     model = MemoryPPO(

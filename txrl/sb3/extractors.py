@@ -17,17 +17,20 @@ cell's codes before their convolutions).
 
 Which spaces are symbolic grids: :func:`is_symbolic_grid`. A memory policy picks this
 extractor by itself for them (:class:`txrl.sb3.policies.MemoryActorCriticPolicy`).
+
+Also here: :class:`SmallCNN`, the memory policies' encoder of small images, and
+:class:`MemoryCombinedExtractor`, their encoder of dict observations.
 """
 
 from __future__ import annotations
 
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.preprocessing import is_image_space_channels_first
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, FlattenExtractor, NatureCNN
 from torch import nn
 
 #: Largest side of a grid read as symbolic codes. MiniGrid views are odd-sized and small
@@ -143,3 +146,89 @@ class SymbolicGridExtractor(BaseFeaturesExtractor):
         cells = self.embedding(codes + self.code_offsets)  # (B, H, W, C, E)
         cells = cells.flatten(3).permute(0, 3, 1, 2)  # (B, H, W, C * E) -> (B, C * E, H, W)
         return self.linear(self._cnn_features(cells))  # (B, features_dim)
+
+
+class SmallCNN(BaseFeaturesExtractor):
+    """A CNN for small images such as MiniGrid's 7x7 views (NatureCNN needs >= 36 pixels).
+
+    Three 2x2 convolutions (as in the MiniGrid baselines) then a linear layer; images larger
+    than 16 pixels a side fall back to SB3's ``NatureCNN``.
+    """
+
+    def __init__(
+        self, observation_space: spaces.Box, features_dim: int = 128, normalized_image: bool = False
+    ) -> None:
+        super().__init__(observation_space, features_dim)
+        channels, height, width = (
+            observation_space.shape
+        )  # channel-first after SB3's VecTransposeImage
+        if min(height, width) > 16:
+            self.cnn: nn.Module = NatureCNN(observation_space, features_dim, normalized_image)
+            return
+        self.cnn = grid_convolutions(channels)
+        with torch.no_grad():
+            n_flat = self.cnn(torch.zeros(1, channels, height, width)).shape[1]
+        self.cnn = nn.Sequential(self.cnn, nn.Linear(n_flat, features_dim), nn.ReLU())
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.cnn(observations)
+
+
+class MemoryCombinedExtractor(BaseFeaturesExtractor):
+    """Dict observations, each entry encoded on its own and the results concatenated:
+    :class:`SymbolicGridExtractor` for MiniGrid-style code grids, :class:`SmallCNN` for other
+    images, flattening for the rest.
+
+    Args:
+        cnn_output_dim: width of each grid's or image's features.
+        normalized_image: image entries arrive already in [0, 1] (SB3's flag).
+        scale_images: divide image entries by 255 here; the memory policies set it when a
+            code grid made them turn off SB3's scaling of every image entry
+            (``normalize_images=False``), so the grid reaches its embedding as integer
+            codes while pixel images are still scaled.
+        grid_kwargs: further arguments of each grid's :class:`SymbolicGridExtractor` (e.g.
+            ``{"pooled": True}``).
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        cnn_output_dim: int = 128,
+        normalized_image: bool = False,
+        scale_images: bool = False,
+        grid_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(observation_space, features_dim=1)
+        extractors: dict[str, nn.Module] = {}
+        total = 0
+        self.scaled: set[str] = set()
+        for key, subspace in observation_space.spaces.items():
+            if is_symbolic_grid(subspace):
+                extractors[key] = SymbolicGridExtractor(
+                    subspace,
+                    features_dim=cnn_output_dim,
+                    **(grid_kwargs or {}),
+                )
+                total += cnn_output_dim
+            elif isinstance(subspace, spaces.Box) and is_image_space(
+                subspace, normalized_image=normalized_image
+            ):
+                extractors[key] = SmallCNN(subspace, cnn_output_dim, normalized_image)
+                total += cnn_output_dim
+                if scale_images:
+                    self.scaled.add(key)
+            else:
+                extractor = FlattenExtractor(subspace)
+                extractors[key] = extractor
+                total += int(extractor.features_dim)
+        self.extractors = nn.ModuleDict(extractors)
+        self._features_dim = total
+
+    def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.cat(
+            [
+                extractor(observations[key] / 255.0 if key in self.scaled else observations[key])
+                for key, extractor in self.extractors.items()
+            ],
+            dim=1,
+        )

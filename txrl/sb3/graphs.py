@@ -26,7 +26,8 @@ from gymnasium import spaces
 
 from txrl.nn.protocol import BackboneOutput
 from txrl.nn.state import clone_state
-from txrl.sb3.policies import ActingCategorical, MemoryActorCriticPolicy, draw_discrete_action
+from txrl.sb3.distributions import ActingCategorical, draw_discrete_action
+from txrl.sb3.policies import MemoryActorCriticPolicy
 
 
 def graphs_apply(policy: MemoryActorCriticPolicy) -> bool:

@@ -17,26 +17,29 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.distributions import CategoricalDistribution, Distribution
+from stable_baselines3.common.distributions import Distribution
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.torch_layers import (
     BaseFeaturesExtractor,
     FlattenExtractor,
     MlpExtractor,
-    NatureCNN,
 )
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
-from torch.distributions import Categorical
-from torch.distributions import Distribution as TorchDistribution
 
 from txrl.backbones import make_backbone, shared_settings
 from txrl.learners import MEMORY_POLICY_NAMES
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import as_state, clone_state
-from txrl.sb3.extractors import SymbolicGridExtractor, grid_convolutions, is_symbolic_grid
+from txrl.sb3.distributions import draw_discrete, draw_discrete_action
+from txrl.sb3.extractors import (
+    MemoryCombinedExtractor,
+    SmallCNN,
+    SymbolicGridExtractor,
+    is_symbolic_grid,
+)
 from txrl.sb3.reconstruction import RECONSTRUCTION_LOSS, ObservationDecoder, reconstructed_entry
 
 #: Precisions of the training pass (``training_precision``); acting is always fp32.
@@ -57,144 +60,6 @@ def _past_offsets(offsets: tuple[int, ...] | list[int]) -> tuple[int, ...]:
     if len(set(values)) != len(values):
         raise ValueError(f"predict_past lists an offset twice: {offsets!r}")
     return tuple(sorted(int(k) for k in values))
-
-
-def _draw_discrete(logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
-    """Actions (X,) from logits (X, n): the argmax, or the draw of ``Categorical.sample``
-    (``multinomial`` over the softmax), without building a distribution."""
-    if deterministic:
-        return logits.argmax(dim=-1)
-    return torch.multinomial(logits.softmax(dim=-1), 1, True)[:, 0]
-
-
-class ActingCategorical(CategoricalDistribution):
-    """SB3's categorical distribution of an acting step, over log-probabilities the step
-    has already normalised; its torch ``Categorical`` is built on first use.
-
-    A rollout step only needs an action and its log-probability, which
-    :meth:`MemoryActorCriticPolicy.act` reads from the log-softmax directly; building and
-    validating a ``Categorical`` for every step cost more than the rest of the action head
-    (about 0.15 ms of a 3 ms step at the bench setup). Anything that asks for
-    ``distribution`` (V-MPO's record of pi_old, a user's entropy) gets the same
-    ``Categorical(logits=log_probs)`` as before.
-    """
-
-    def __init__(self, log_probs: torch.Tensor) -> None:
-        self._log_probs = log_probs  # (X, n), normalised
-        self._categorical: Categorical | None = None
-        super().__init__(log_probs.shape[-1])
-
-    @property
-    def distribution(self) -> Categorical:
-        if self._categorical is None:
-            self._categorical = Categorical(logits=self._log_probs)
-        return self._categorical
-
-    @distribution.setter
-    def distribution(self, value: TorchDistribution | list[TorchDistribution] | None) -> None:
-        # the base class's attribute type; proba_distribution sets a new Categorical
-        if value is not None and not isinstance(value, Categorical):
-            raise TypeError(f"ActingCategorical holds a Categorical, got {type(value).__name__}")
-        if value is not None:
-            self._log_probs = value.logits
-        self._categorical = value
-
-
-def draw_discrete_action(
-    log_probs: torch.Tensor, deterministic: bool = False
-) -> tuple[torch.Tensor, torch.Tensor, ActingCategorical]:
-    """A discrete acting step's actions (B,), their log-probabilities (B,) and distribution,
-    from normalised log-probabilities (B, n): the draw of ``Categorical.sample`` and its
-    log-probability read from one log-softmax, without building the distribution."""
-    actions = _draw_discrete(log_probs, deterministic)
-    log_prob = log_probs.gather(-1, actions[:, None])[:, 0]
-    return actions, log_prob, ActingCategorical(log_probs)
-
-
-class SmallCNN(BaseFeaturesExtractor):
-    """A CNN for small images such as MiniGrid's 7x7 views (NatureCNN needs >= 36 pixels).
-
-    Three 2x2 convolutions (as in the MiniGrid baselines) then a linear layer; images larger
-    than 16 pixels a side fall back to SB3's ``NatureCNN``.
-    """
-
-    def __init__(
-        self, observation_space: spaces.Box, features_dim: int = 128, normalized_image: bool = False
-    ) -> None:
-        super().__init__(observation_space, features_dim)
-        channels, height, width = (
-            observation_space.shape
-        )  # channel-first after SB3's VecTransposeImage
-        if min(height, width) > 16:
-            self.cnn: nn.Module = NatureCNN(observation_space, features_dim, normalized_image)
-            return
-        self.cnn = grid_convolutions(channels)
-        with torch.no_grad():
-            n_flat = self.cnn(torch.zeros(1, channels, height, width)).shape[1]
-        self.cnn = nn.Sequential(self.cnn, nn.Linear(n_flat, features_dim), nn.ReLU())
-
-    def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        return self.cnn(observations)
-
-
-class MemoryCombinedExtractor(BaseFeaturesExtractor):
-    """Dict observations, each entry encoded on its own and the results concatenated:
-    :class:`SymbolicGridExtractor` for MiniGrid-style code grids, :class:`SmallCNN` for other
-    images, flattening for the rest.
-
-    Args:
-        cnn_output_dim: width of each grid's or image's features.
-        normalized_image: image entries arrive already in [0, 1] (SB3's flag).
-        scale_images: divide image entries by 255 here; the memory policies set it when a
-            code grid made them turn off SB3's scaling of every image entry
-            (``normalize_images=False``), so the grid reaches its embedding as integer
-            codes while pixel images are still scaled.
-        grid_kwargs: further arguments of each grid's :class:`SymbolicGridExtractor` (e.g.
-            ``{"pooled": True}``).
-    """
-
-    def __init__(
-        self,
-        observation_space: spaces.Dict,
-        cnn_output_dim: int = 128,
-        normalized_image: bool = False,
-        scale_images: bool = False,
-        grid_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(observation_space, features_dim=1)
-        extractors: dict[str, nn.Module] = {}
-        total = 0
-        self.scaled: set[str] = set()
-        for key, subspace in observation_space.spaces.items():
-            if is_symbolic_grid(subspace):
-                extractors[key] = SymbolicGridExtractor(
-                    subspace,
-                    features_dim=cnn_output_dim,
-                    **(grid_kwargs or {}),
-                )
-                total += cnn_output_dim
-            elif isinstance(subspace, spaces.Box) and is_image_space(
-                subspace, normalized_image=normalized_image
-            ):
-                extractors[key] = SmallCNN(subspace, cnn_output_dim, normalized_image)
-                total += cnn_output_dim
-                if scale_images:
-                    self.scaled.add(key)
-            else:
-                extractor = FlattenExtractor(subspace)
-                extractors[key] = extractor
-                total += int(extractor.features_dim)
-        self.extractors = nn.ModuleDict(extractors)
-        self._features_dim = total
-
-    def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
-        return torch.cat(
-            [
-                extractor(observations[key] / 255.0 if key in self.scaled else observations[key])
-                for key, extractor in self.extractors.items()
-            ],
-            dim=1,
-        )
 
 
 class MemoryActorCriticPolicy(ActorCriticPolicy):
@@ -630,7 +495,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             ):
                 # the acting step's heads, in its one compiled call (eager: the actor alone)
                 log_probs, _, out = self.act_discrete_heads(obs, memory, starts, trace=False)
-                actions = _draw_discrete(log_probs, deterministic)
+                actions = draw_discrete(log_probs, deterministic)
             else:
                 latent, out = self._memory_output(obs, memory, starts[None], acting=True)
                 actions = self._actor_actions(latent, deterministic)
@@ -706,7 +571,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         SB3's distributions."""
         latent_pi = self.mlp_extractor.forward_actor(self._heads_input(latent)[0])
         if isinstance(self.action_space, spaces.Discrete):
-            return _draw_discrete(self.action_net(latent_pi), deterministic)  # (X, n) -> (X,)
+            return draw_discrete(self.action_net(latent_pi), deterministic)  # (X, n) -> (X,)
         distribution = self._get_action_dist_from_latent(latent_pi)
         return distribution.get_actions(deterministic=deterministic)
 

@@ -52,7 +52,7 @@ RECONSTRUCTION_LOSS = "observation_reconstruction"
 
 ObservationKind = Literal["pixels", "codes", "vector"]
 
-#: Largest image side read by the 2x2-convolution encoder (:class:`txrl.sb3.policies.SmallCNN`);
+#: Largest image side read by the 2x2-convolution encoder (:class:`txrl.sb3.extractors.SmallCNN`);
 #: larger images go through SB3's NatureCNN, whose mirror decodes them.
 SMALL_IMAGE_SIDE = 16
 
