@@ -482,7 +482,7 @@ def _endless_compare(tmp_path: Path) -> tuple[Any, Callable[[], bool]]:
     endless = ["--set", "base.budget=100000000", "--set", "base.checkpoint.every=100000000"]
     parent = subprocess.Popen(
         [*command, *one_run, *endless],
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,  # a few lines: what the compare reports
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=as_from_a_terminal,
@@ -544,7 +544,7 @@ def test_interrupted_compare_stops_its_runs_at_a_checkpoint_instead_of_waiting(
     parent, held = _endless_compare(tmp_path)  # periodic checkpoints never come due
     parent.send_signal(getattr(signal, signum))
     try:
-        _, err = parent.communicate(timeout=60)
+        out, err = parent.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         parent.kill()
         parent.wait()
@@ -556,6 +556,8 @@ def test_interrupted_compare_stops_its_runs_at_a_checkpoint_instead_of_waiting(
     _released(held)
     checkpoints = list((tmp_path / "runs" / "lstm" / "seed_0" / "checkpoints").glob("step_*.zip"))
     assert len(checkpoints) == 1, err  # written at the stop
+    step = int(checkpoints[0].stem.split("_")[1])
+    assert f"[1/1] lstm seed 0: stopped: interrupted at step {step:,}; last checkpoint" in out
 
 
 def test_plots_share_one_matplotlib_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
