@@ -106,17 +106,20 @@ def test_subproc_envs_train_exactly_as_in_process_ones(tmp_path: Path) -> None:
 def test_subproc_env_workers_outlive_a_ctrl_c(tmp_path: Path) -> None:
     """A terminal's Ctrl-C reaches the env workers too; they ignore it, so the training
     process can finish its rollout and checkpoint (SB3's workers would end on it)."""
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
     from txrl.config import TrainConfig
     from txrl.run_envs import make_envs
 
     config = TrainConfig.from_dict(tiny(env=dict(TINY["env"], vec_env="subproc")))
     env = make_envs(config, 2, seed=0, subproc=True)
+    assert isinstance(env, SubprocVecEnv)
     try:
         env.reset()
-        for process in env.processes:  # type: ignore[attr-defined]
+        for process in env.processes:
             os.kill(process.pid, signal.SIGINT)
         time.sleep(0.5)
-        assert all(process.is_alive() for process in env.processes)  # type: ignore[attr-defined]
+        assert all(process.is_alive() for process in env.processes)
         env.step(np.zeros(2, dtype=np.int64))  # still answering
     finally:
         env.close()
