@@ -50,6 +50,27 @@ class BetweenRollouts(BaseCallback):
         return not self.run.target_reached  # False ends learn() (eval.stop_at)
 
 
+@contextlib.contextmanager
+def handling_signals(
+    signums: tuple[signal.Signals, ...], handler: Callable[[int, FrameType | None], Any]
+) -> Iterator[None]:
+    """``handler`` for each of ``signums`` during the block, their previous handlers back
+    after it. Only in the main thread (the one Python delivers signals to), and not for a
+    signal that is ignored (a background job's SIGINT, say): those are left as they are."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in signums}
+    taken = [s for s, old in previous.items() if old not in (signal.SIG_IGN, None)]
+    for signum in taken:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum in taken:
+            signal.signal(signum, previous[signum])
+
+
 #: Set by :func:`request_stop`: every :class:`StopOnInterrupt` of this process then stops
 #: its run as a first Ctrl-C would. ``txrl compare``'s workers set it when the compare is
 #: interrupted (a thread, not a signal: a worker between runs has nothing to stop).
@@ -80,12 +101,9 @@ class StopOnInterrupt(BaseCallback):
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(
-        self, save: Callable[[BaseAlgorithm], int] | None = None, stream: TextIO | None = None
-    ) -> None:
+    def __init__(self, save: Callable[[BaseAlgorithm], int] | None = None) -> None:
         super().__init__()
         self.save = save
-        self.stream = stream
         self.requested = False
         #: the step of the checkpoint written at the stop (None: none written yet)
         self.saved_step: int | None = None
@@ -98,26 +116,13 @@ class StopOnInterrupt(BaseCallback):
             print(
                 f"txrl: {signal.Signals(signum).name}: stopping after this rollout's update, "
                 "with a checkpoint there (send it again to stop at once)",
-                file=self.stream if self.stream is not None else sys.stderr,
+                file=sys.stderr,
                 flush=True,
             )
 
-    @contextlib.contextmanager
-    def catching(self) -> Iterator[None]:
-        """Handle SIGINT and SIGTERM as above for the block; their previous handlers are back
-        after it."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {signum: signal.getsignal(signum) for signum in self.SIGNALS}
-        taken = [s for s, handler in previous.items() if handler not in (signal.SIG_IGN, None)]
-        for signum in taken:
-            signal.signal(signum, self._request)
-        try:
-            yield
-        finally:
-            for signum in taken:
-                signal.signal(signum, previous[signum])
+    def catching(self) -> contextlib.AbstractContextManager[None]:
+        """Handle SIGINT and SIGTERM as above for the block (:func:`handling_signals`)."""
+        return handling_signals(self.SIGNALS, self._request)
 
     @property
     def stopping(self) -> bool:

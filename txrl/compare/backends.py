@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -109,24 +109,6 @@ def _exit_with_parent(parent: int, stop: Any, graceful: Any) -> None:
     threading.Thread(target=watch, name="txrl-exit-with-parent", daemon=True).start()
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """In the main thread, SIGTERM raises ``KeyboardInterrupt`` for the block, as Ctrl-C
-    does (``kill PID`` and cluster schedulers send it), so it stops the runs the same way."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is signal.SIG_IGN or previous is None:
-        yield
-        return
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[dict[str, Any]]:
     """Run ``specs`` in a pool of ``workers`` processes (spawned: no forked torch state),
     which end with this process however it ends (:func:`_exit_with_parent`).
@@ -136,6 +118,8 @@ def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[di
     loses no step; the runs not started are cancelled, the stopped ones reported, and the
     ``KeyboardInterrupt`` propagates. A second Ctrl-C ends the workers at once (each run
     then resumes from its newest checkpoint). Any other exception ends them at once too."""
+    from txrl.callbacks import handling_signals
+
     outcomes = []
     context = multiprocessing.get_context("spawn")
     stop, graceful = context.Event(), context.Event()
@@ -146,7 +130,8 @@ def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[di
         initargs=(os.getpid(), stop, graceful),
     )
     try:
-        with _sigterm_as_interrupt():
+        # SIGTERM (``kill PID``, a cluster scheduler) stops the runs as Ctrl-C does
+        with handling_signals((signal.SIGTERM,), signal.default_int_handler):
             futures = {pool.submit(execute_run, spec): spec for spec in specs}
             reported: set[Future[dict[str, Any]]] = set()
             try:
