@@ -560,6 +560,57 @@ def test_interrupted_compare_stops_its_runs_at_a_checkpoint_instead_of_waiting(
     assert f"[1/1] lstm seed 0: stopped: interrupted at step {step:,}; last checkpoint" in out
 
 
+@pytest.mark.slow  # a compare process starting a local Ray and training on it
+def test_interrupted_ray_compare_stops_its_run_at_a_checkpoint_and_begins_no_other(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C to a Ray compare stops as the local backend's does, instead of Tune ending
+    its trials where they are: the running run ends after its rollout's update with a
+    checkpoint there, the run not begun is not begun, the compare reports the stopped one
+    and exits with status 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests._runs import as_from_a_terminal
+
+    command = [sys.executable, "-m", "txrl", "compare", str(TINY), "--out", str(tmp_path)]
+    two_runs = ["--backend", "ray", "--workers", "1", "--only", "memory=lstm"]  # seeds 0, 1
+    endless = ["--set", "base.budget=100000000", "--set", "base.checkpoint.every=100000000"]
+    parent = subprocess.Popen(
+        [*command, *two_runs, *endless],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_from_a_terminal,
+    )
+    runs = tmp_path / "runs" / "lstm"
+    deadline = time.monotonic() + 180
+    try:
+        while not list(runs.glob(f"seed_*/{EVAL_LOG}")):  # a trial is training
+            assert parent.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        parent.send_signal(signal.SIGINT)
+        out, err = parent.communicate(timeout=120)
+    except BaseException:
+        parent.kill()
+        parent.wait()
+        raise
+    assert parent.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "txrl compare: interrupted"
+    assert "txrl compare: stopping: each running run ends" in err
+    (trained,) = [p.parent for p in runs.glob(f"seed_*/{EVAL_LOG}")]
+    checkpoints = list((trained / "checkpoints").glob("step_*.zip"))
+    assert len(checkpoints) == 1, err  # written at the stop
+    step = int(checkpoints[0].stem.split("_")[1])
+    seed = trained.name.removeprefix("seed_")
+    assert f"[1/2] lstm seed {seed}: stopped: interrupted at step {step:,}" in out
+    other = runs / ("seed_1" if seed == "0" else "seed_0")
+    assert not (other / CONFIG_FILE).exists()  # the run not begun was not begun
+    assert "FAILED" not in out
+
+
 def test_plots_share_one_matplotlib_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 

@@ -14,6 +14,10 @@ machines into one output directory. Backends:
   per trial) on a local Ray or an existing cluster (``--address``). On a multi-node cluster
   the output directory must be on a filesystem every node sees, and every node needs txrl.
 
+On either backend a first Ctrl-C or SIGTERM stops each running run after its rollout's update,
+with a checkpoint there (the Ray backend tells its trials through a stop file in ``OUT/ray/``),
+begins no further run and raises ``KeyboardInterrupt``; the same call resumes them all.
+
 Both write the same layout::
 
     OUT/                              default runs/<name>
@@ -29,6 +33,7 @@ Both write the same layout::
       final.png                       final metric per variant (IQM, CI, each seed)
       ranking.png                     with a reference: our IQM against the reference score
       ray/                            Ray Tune's own experiment state (ray backend only)
+                                      and the stop file of a stopped Ray compare
 
 Statistics follow Agarwal et al. 2021 through :mod:`txrl.stats` (rliable): IQM over seeds
 with stratified-bootstrap 95% CIs, probabilities of improvement, and Kendall's tau between

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -76,8 +76,20 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
 Report = Callable[[RunSpec, dict[str, Any]], None]
 
 
-#: Seconds between a pool worker's looks at whether the compare process is still there.
+#: Seconds between a pool worker's looks at whether the compare process is still there,
+#: and between a Ray trial's looks at the stop file (:data:`STOP_FILE`).
 PARENT_CHECK_SECONDS = 1.0
+
+#: What a compare prints at its first Ctrl-C or SIGTERM, on either backend.
+STOPPING = (
+    "txrl compare: stopping: each running run ends after its rollout's update, with a "
+    "checkpoint there (Ctrl-C again stops at once)"
+)
+
+#: The file a stopped Ray compare writes in its Tune storage folder (``OUT/ray``, which
+#: every node sees): each trial stops its run there as a first Ctrl-C would, and a trial
+#: that has not begun its run does not begin it.
+STOP_FILE = "stop-requested"
 
 
 def _exit_with_parent(parent: int, stop: Any, graceful: Any) -> None:
@@ -142,12 +154,7 @@ def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[di
                     outcomes.append(outcome)
             except KeyboardInterrupt:
                 graceful.set()
-                print(
-                    "txrl compare: stopping: each running run ends after its rollout's update, "
-                    "with a checkpoint there (Ctrl-C again stops at once)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                print(STOPPING, file=sys.stderr, flush=True)
                 pool.shutdown(wait=True, cancel_futures=True)
                 for future, spec in futures.items():  # the runs it stopped, as they ended
                     ended = future.done() and not future.cancelled()
@@ -163,13 +170,60 @@ def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[di
 
 
 def _tune_trainable(param: dict[str, Any]) -> None:
-    """Ray Tune function trainable: one run of the grid, reported once at its end."""
+    """Ray Tune function trainable: one run of the grid, reported once at its end. It stops
+    its run as a first Ctrl-C would when the compare writes its stop file
+    (:func:`_watch_stop_file`); a run the compare was stopped before is not begun, and is
+    reported as ``cancelled``."""
     from ray import tune
 
     run = param["run"]
+    stop_file = Path(param["stop_file"])
+    if stop_file.exists():
+        tune.report({"status": "cancelled", "run_dir": run["run_dir"]})
+        return
     labels = tuple((axis, label) for axis, label in run["labels"])
-    outcome = execute_run(RunSpec(**{**run, "labels": labels}))
+    finished = threading.Event()
+    watcher = threading.Thread(
+        target=_watch_stop_file, args=(stop_file, finished), name="txrl-stop-file", daemon=True
+    )
+    watcher.start()
+    try:
+        outcome = execute_run(RunSpec(**{**run, "labels": labels}))
+    finally:
+        finished.set()
     tune.report({k: v for k, v in outcome.items() if v is not None})
+
+
+def _watch_stop_file(stop_file: Path, finished: threading.Event) -> None:
+    """Until ``finished`` is set: once ``stop_file`` exists, stop this process's run as a
+    first Ctrl-C would (:func:`txrl.callbacks.request_stop`: after its rollout's update, with
+    a checkpoint there). A file, not a signal: a trial runs in a thread of a Ray worker that
+    may be on another node, and the compare's storage folder is one every node sees."""
+    from txrl.callbacks import request_stop
+
+    while not finished.wait(PARENT_CHECK_SECONDS):
+        if stop_file.exists():
+            request_stop()
+            return
+
+
+class _StopRequests:
+    """The compare's SIGINT and SIGTERM handler while a Ray grid runs: the first signal
+    writes the stop file (:data:`STOP_FILE`), which the trials watch; the second raises
+    ``KeyboardInterrupt`` (Ray then ends the trials at once; each run resumes from its
+    newest checkpoint)."""
+
+    def __init__(self, stop_file: Path) -> None:
+        self.stop_file = stop_file
+        self.requested = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self.stop_file.parent.mkdir(parents=True, exist_ok=True)
+        self.stop_file.touch()
+        print(STOPPING, file=sys.stderr, flush=True)
 
 
 def run_ray(
@@ -179,7 +233,15 @@ def run_ray(
     storage: Path,
     report: Report,
 ) -> list[dict[str, Any]]:
-    """Run ``specs`` as a Ray Tune grid (1 CPU per trial) on a local Ray or at ``address``."""
+    """Run ``specs`` as a Ray Tune grid (1 CPU per trial) on a local Ray or at ``address``.
+
+    Ctrl-C (or SIGTERM) stops it as it stops the local backend: instead of Tune's own handler
+    (which ends the trials where they are), the compare writes a stop file in ``storage``,
+    each running trial ends its run after its rollout's update with a checkpoint there, the
+    trials not begun begin nothing, the stopped runs are reported and ``KeyboardInterrupt``
+    is raised. A second Ctrl-C ends the trials at once."""
+    from txrl.callbacks import handling_signals
+
     try:
         import ray
         from ray import tune
@@ -187,6 +249,8 @@ def run_ray(
         raise ImportError("the ray backend needs Ray Tune: pip install 'txrl[ray]'") from e
 
     by_dir = {spec.run_dir: spec for spec in specs}
+    stop_file = storage.resolve() / STOP_FILE
+    stop_file.unlink(missing_ok=True)  # an earlier stop's
     started_here = not ray.is_initialized()
     if started_here:
         if address:
@@ -199,7 +263,7 @@ def run_ray(
         ]
         tuner = tune.Tuner(
             tune.with_resources(_tune_trainable, {"cpu": 1}),
-            param_space={"run": tune.grid_search(params)},
+            param_space={"run": tune.grid_search(params), "stop_file": str(stop_file)},
             tune_config=tune.TuneConfig(
                 max_concurrent_trials=workers,
                 reuse_actors=True,  # one process per worker imports torch once, not per run
@@ -213,23 +277,45 @@ def run_ray(
                 callbacks=[_report_trials(by_dir, report)],
             ),
         )
-        # Tune installs its own Ctrl-C handler for the fit and leaves it behind; the caller's
-        # (a Python session's, the CLI's) is put back after.
-        sigint = signal.getsignal(signal.SIGINT)
-        try:
+        # Tune's own Ctrl-C handler (which ends the trials where they are) stays off; the
+        # caller's handlers (a Python session's, the CLI's) are back after the fit
+        requests = _StopRequests(stop_file)
+        with (
+            _environment(TUNE_SIGINT_OFF, "1"),
+            handling_signals((signal.SIGINT, signal.SIGTERM), requests),
+        ):
             grid = tuner.fit()  # a ResultGrid: indexed, not iterable for a type checker
-        finally:
-            if sigint is not None and threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGINT, sigint)
         outcomes = []
         for i in range(len(grid)):
             result = grid[i]
             assert result.config is not None  # every trial of a Tuner runs with its config
-            outcomes.append(_ray_outcome(result.config["run"]["run_dir"], result))
+            outcome = _ray_outcome(result.config["run"]["run_dir"], result)
+            if outcome["status"] != "cancelled":
+                outcomes.append(outcome)
+        if requests.requested:
+            raise KeyboardInterrupt
         return outcomes
     finally:
         if started_here:
             ray.shutdown()
+
+
+#: The environment variable that keeps Ray Tune from installing its SIGINT handler.
+TUNE_SIGINT_OFF = "TUNE_DISABLE_SIGINT_HANDLER"
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """The environment variable ``name`` set to ``value`` for the block, as it was after."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def _ray_outcome(run_dir: str, result: Any) -> dict[str, Any]:
@@ -247,6 +333,8 @@ def _report_trials(by_dir: dict[str, RunSpec], report: Report) -> Any:
         def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
             run_dir = trial.config["run"]["run_dir"]
             result = trial.last_result or {}
+            if result.get("status") == "cancelled":  # not begun: the compare was stopped
+                return
             report(by_dir[run_dir], {"status": "failed", **result, "run_dir": run_dir})
 
         def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
