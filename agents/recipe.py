@@ -47,9 +47,14 @@ def make_learner(config: TrainConfig, env: VecEnv) -> BaseAlgorithm:
 
 
 def main(
-    config: TrainConfig, run_dir: str | Path | None = None, *, resume: bool = False
+    config: TrainConfig,
+    run_dir: str | Path | None = None,
+    *,
+    resume: bool = False,
+    until: int | None = None,
 ) -> TrainResult:
-    """Train (or, with ``resume``, continue) one run; returns its final evaluation."""
+    """Train (or, with ``resume``, continue) one run; returns its final evaluation.
+    ``until``: pause at the first rollout start at or after that step instead."""
     # 1. The run directory: resolved config, eval log, TensorBoard events, checkpoints.
     run = Run.open(config, run_dir, resume=resume)
 
@@ -66,8 +71,9 @@ def main(
 
     # 5. Train for what is left of the budget; the step count continues, never restarts.
     #    Ctrl-C (or SIGTERM) ends it after the rollout under way and its update, with a
-    #    checkpoint there, and names that step and how to resume (a second one at once).
-    stop = StopOnInterrupt(save=run.save_on_stop)
+    #    checkpoint there, and names that step and how to resume (a second one at once);
+    #    ``until`` pauses it the same way at that step.
+    stop = StopOnInterrupt(save=run.save_on_stop, at_step=until)
     try:
         with stop.catching():
             model.learn(
@@ -80,6 +86,8 @@ def main(
     except KeyboardInterrupt:
         raise run.interrupted(int(model.num_timesteps)) from None
     if stop.saved_step is not None:  # stopped at its checkpoint (the step after is not kept)
+        if stop.paused and until is not None:
+            raise run.paused(stop.saved_step, until)
         raise run.interrupted(stop.saved_step)
 
     # 6. Final evaluation and the final checkpoint, which marks the run finished.

@@ -451,6 +451,31 @@ def test_only_runs_part_of_the_grid_and_summarises_all_of_it(tmp_path: Path) -> 
     assert rows["gtrxl"]["finished"] == "2" and rows["lstm"]["finished"] == "1"
 
 
+@pytest.mark.slow  # trains one run of the grid, paused, then to its end
+def test_until_pauses_the_runs_and_the_same_call_without_it_continues_them(
+    tmp_path: Path,
+) -> None:
+    """``until`` pauses each run at a checkpoint (reported, listed among the unfinished,
+    not a failure); the same compare without it continues them to their budget."""
+    config = load_compare_config(TINY)
+    one_run = parse_only(["memory=lstm", "seed=0"])
+    lines: list[str] = []
+    _, outcomes = compare(config, tmp_path, workers=1, only=one_run, until=40, echo=lines.append)
+    run_dir = (tmp_path / "runs" / "lstm" / "seed_0").resolve()
+    assert [o["status"] for o in outcomes] == ["paused"]
+    assert f"[1/1] lstm seed 0: paused at step 64 (until 40) of 128; checkpoint {run_dir}" in (
+        "\n".join(lines)
+    )
+    assert not (run_dir / FINISHED_RECORD).exists()
+    assert "| lstm | 0 | 64 of 128 |" in (tmp_path / "results.md").read_text()
+
+    lines.clear()
+    _, outcomes = compare(config, tmp_path, workers=1, only=one_run, echo=lines.append)
+    assert [o["status"] for o in outcomes] == ["finished"]
+    assert "0 finished (skipped), 1 to resume" in lines[0]
+    assert json.loads((run_dir / FINISHED_RECORD).read_text())["timesteps"] == 128
+
+
 @pytest.mark.parametrize(
     ("only", "message"),
     [

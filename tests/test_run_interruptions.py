@@ -43,6 +43,15 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
+def assert_ends_as_a_straight_run(config: str, run_dir: Path, straight: Path) -> None:
+    """``run_dir``'s final weights are exactly those of ``config`` trained in one go."""
+    assert cli.main(["train", config, "--run-dir", str(straight)]) == 0
+    expected = policy_params(straight / CHECKPOINT_DIR / FINAL_CHECKPOINT)
+    resumed = policy_params(run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT)
+    for name, tensor in expected.items():
+        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0)
+
+
 def temp_files(run_dir: Path) -> list[Path]:
     return [p for p in run_dir.rglob("*") if ".tmp-" in p.name]
 
@@ -135,12 +144,34 @@ def test_a_signal_mid_rollout_stops_at_a_checkpoint_and_the_resume_loses_nothing
     monkeypatch.undo()
     assert cli.main(["train", "--resume", str(run_dir)]) == 0
     assert "(resumed from step 64)" in capsys.readouterr().out
-    straight = tmp_path / "straight"
-    assert cli.main(["train", config, "--run-dir", str(straight)]) == 0
-    expected = policy_params(straight / CHECKPOINT_DIR / FINAL_CHECKPOINT)
-    resumed = policy_params(run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT)
-    for name, tensor in expected.items():
-        torch.testing.assert_close(resumed[name], tensor, rtol=0, atol=0)
+    assert_ends_as_a_straight_run(config, run_dir, tmp_path / "straight")
+
+
+def test_until_pauses_at_a_checkpoint_and_the_resume_loses_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--until 40`` (in the second 32-step rollout): the run trains that rollout, writes a
+    checkpoint at step 64 and pauses there, unfinished, exit 0; a second ``--until`` at or
+    before its step pauses again at once; continued to its budget, it ends with the weights
+    of a run never paused (the ``lin_`` schedules ran over the whole budget throughout)."""
+    config = write(tmp_path / "tiny.yaml", checkpoint={"every": 0, "keep": 0}, ppo={
+        **TINY["ppo"], "learning_rate": "lin_1e-3"})  # fmt: skip
+    run_dir = tmp_path / "run"
+    assert cli.main(["train", config, "--run-dir", str(run_dir), "--until", "40"]) == 0
+    checkpoint = run_dir / CHECKPOINT_DIR / "step_000000064.zip"
+    pause = (
+        f"txrl train: paused at step 64 (until 40) of 128; checkpoint {checkpoint}; "
+        f"continue with: txrl train --resume {run_dir}"
+    )
+    assert capsys.readouterr().out.strip().splitlines()[-1] == pause
+    assert [p.name for p in (run_dir / CHECKPOINT_DIR).glob("step_*.zip")] == [checkpoint.name]
+    assert not (run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).exists()
+
+    assert cli.main(["train", "--resume", str(run_dir), "--until", "64"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == pause.replace("until 40", "until 64")
+    assert cli.main(["train", "--resume", str(run_dir)]) == 0
+    assert "(resumed from step 64)" in capsys.readouterr().out
+    assert_ends_as_a_straight_run(config, run_dir, tmp_path / "straight")
 
 
 @pytest.mark.slow  # a training process, interrupted

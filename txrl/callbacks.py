@@ -97,21 +97,30 @@ class StopOnInterrupt(BaseCallback):
     Without ``save`` it ends at the next env step. A second signal raises
     ``KeyboardInterrupt`` at once (work since the newest checkpoint is then redone on
     resume). Outside the main thread, or for a signal that is ignored, nothing changes.
+
+    ``at_step`` stops the same way, unasked, once training has reached that step: a pause
+    (:attr:`paused`), for a run to be continued later or a screen of a long run's start
+    with the long run's schedules.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, save: Callable[[BaseAlgorithm], int] | None = None) -> None:
+    def __init__(
+        self, save: Callable[[BaseAlgorithm], int] | None = None, at_step: int | None = None
+    ) -> None:
         super().__init__()
         self.save = save
+        self.at_step = at_step
         self.requested = False
+        #: whether a signal or :func:`request_stop` asked for the stop
+        self.signalled = False
         #: the step of the checkpoint written at the stop (None: none written yet)
         self.saved_step: int | None = None
 
     def _request(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested:  # the second signal: at once
+        if self.signalled:  # the second signal: at once
             raise KeyboardInterrupt
-        self.requested = True
+        self.requested = self.signalled = True
         if self.save is not None:
             print(
                 f"txrl: {signal.Signals(signum).name}: stopping after this rollout's update, "
@@ -126,10 +135,18 @@ class StopOnInterrupt(BaseCallback):
 
     @property
     def stopping(self) -> bool:
-        """Whether a stop was asked for, by a signal or by :func:`request_stop`."""
+        """Whether a stop was asked for (a signal, :func:`request_stop`) or ``at_step`` is
+        reached."""
         if _STOP_REQUESTED.is_set():
+            self.requested = self.signalled = True
+        if self.at_step is not None and self.model.num_timesteps >= self.at_step:
             self.requested = True
         return self.requested
+
+    @property
+    def paused(self) -> bool:
+        """Whether training stopped at ``at_step``'s checkpoint, no signal asking for it."""
+        return self.saved_step is not None and not self.signalled
 
     def _on_rollout_start(self) -> None:
         if self.stopping and self.save is not None and self.saved_step is None:

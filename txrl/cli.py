@@ -89,6 +89,7 @@ def _train(args: argparse.Namespace) -> int:
         run_dir = Path(args.run_dir) if args.run_dir is not None else None
 
     from txrl.config import resolve
+    from txrl.errors import TrainingPaused
     from txrl.rundir import TB_DIR, default_run_dir
     from txrl.train import train
 
@@ -100,7 +101,11 @@ def _train(args: argparse.Namespace) -> int:
         f"{verb} {config.name} ({config.algo}, {config.policy.backbone}) on {config.env.id} in {run_dir}"
     )
     print(f"follow it with: tensorboard --logdir {run_dir / TB_DIR}", flush=True)
-    result = train(config, run_dir, resume=args.resume is not None)
+    try:
+        result = train(config, run_dir, resume=args.resume is not None, until=args.until)
+    except TrainingPaused as paused:  # what --until asked for
+        print(f"txrl train: {paused}")
+        return 0
     print(f"trained {result.timesteps} steps in {result.wall_time_s:.0f} s", end="")
     print(f" (resumed from step {result.resumed_from})" if result.resumed_from is not None else "")
     if result.stopped_at_target:
@@ -171,10 +176,11 @@ def _compare(args: argparse.Namespace) -> int:
         address=args.address,
         aggregate_only=args.aggregate_only,
         only=parse_only(args.only),
+        until=args.until,
     )
     print()
     print((Path(args.out or Path("runs") / str(config.name)) / "results.md").read_text())
-    failed = [o for o in outcomes if o.get("status") != "finished"]
+    failed = [o for o in outcomes if o.get("status") not in ("finished", "paused")]
     return 1 if failed else 0
 
 
@@ -214,6 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="run directory (default: runs/<name>-<date-time>)")
     train.add_argument(
         "--resume", metavar="RUN_DIR", help="continue this run from its last checkpoint"
+    )
+    train.add_argument(
+        "--until",
+        type=_positive_int,
+        metavar="STEP",
+        help="pause at the first rollout start at or after STEP, with a checkpoint there "
+        "(--resume continues it; the budget and its lin_ schedules stay the config's)",
     )
     train.set_defaults(handler=_train)
 
@@ -284,6 +297,13 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--address", help="Ray cluster address (ray backend; default: a local Ray)")
     comp.add_argument("--workers", type=_positive_int, help="parallel runs (default: CPU cores)")
     comp.add_argument("--out", help="output directory (default: runs/<name>)")
+    comp.add_argument(
+        "--until",
+        type=_positive_int,
+        metavar="STEP",
+        help="pause each run at the first rollout start at or after STEP, with a checkpoint "
+        "there (the same command without --until continues them)",
+    )
     comp.add_argument(
         "--set",
         action="append",

@@ -44,6 +44,12 @@ class TrainingInterrupted(RunError):
     exits 130)."""
 
 
+class TrainingPaused(RunError):
+    """Training reached the step it was asked to pause at (``until``; ``txrl train
+    --until``): the message names the step, its checkpoint and the command that continues
+    the run, which then goes on as if it had never paused (``txrl train`` exits 0)."""
+
+
 def print_warning(message: str) -> None:
     """One line on stderr, ``warning: <message>``: a problem that does not stop the command
     (a checkpoint set aside, a budget below one rollout)."""

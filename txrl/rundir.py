@@ -51,7 +51,9 @@ With dummy envs and deterministic torch kernels (CPU), a resumed run reproduces 
 uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C or SIGTERM ends a run after the
 rollout under way and its update, with a checkpoint at the next rollout start
 (:class:`txrl.callbacks.StopOnInterrupt`, :meth:`Run.save_on_stop`; a second one at once),
-and one line: that step, the checkpoint and the command that resumes it.
+and one line: that step, the checkpoint and the command that resumes it. ``until``
+(:func:`txrl.train.train`, ``--until``) pauses a run the same way at a chosen step
+(:meth:`Run.paused`), its budget unchanged.
 
 A larger budget (``txrl train --resume RUN_DIR --set budget=N``, also how a finished run is
 extended) changes one thing besides the length: ``lin_<x>`` schedules (learning rate, clip
@@ -110,7 +112,7 @@ from txrl.config import (
     dump_yaml,
     read_run_config,
 )
-from txrl.errors import RunError, TrainingInterrupted, print_warning
+from txrl.errors import RunError, TrainingInterrupted, TrainingPaused, print_warning
 from txrl.evaluate import EvalResult, evaluate
 from txrl.run_envs import EVAL_SEED_OFFSET, make_train_env, restore_envs
 
@@ -447,6 +449,15 @@ class Run:
     def interrupted(self, step: int | None) -> TrainingInterrupted:
         """What Ctrl-C at ``step`` left: the run's newest checkpoint and how to resume."""
         return interrupted(self.run_dir, step)
+
+    def paused(self, step: int, until: int) -> TrainingPaused:
+        """A pause at ``step`` (the first rollout start at or after ``until``), whose
+        checkpoint :meth:`save_on_stop` wrote: that checkpoint and how to continue."""
+        checkpoint = self.run_dir / CHECKPOINT_DIR / f"step_{step:09d}.zip"
+        return TrainingPaused(
+            f"paused at step {step:,} (until {until:,}) of {self.config.budget:,}; checkpoint "
+            f"{checkpoint}; continue with: txrl train --resume {self.run_dir}"
+        )
 
 
 def interrupted(run_dir: Path, step: int | None) -> TrainingInterrupted:

@@ -19,7 +19,7 @@ from txrl.checkpoint import (
     import_dynamo_without_litter,
     latest_checkpoint,
 )
-from txrl.config import TrainConfig, resolve
+from txrl.config import ConfigError, TrainConfig, resolve
 from txrl.errors import TrainingDiverged, print_warning
 from txrl.rundir import (
     TrainResult,
@@ -53,16 +53,26 @@ def recipe(config: TrainConfig) -> Callable[..., TrainResult]:
 
 
 def train(
-    config: TrainConfig, run_dir: str | Path | None = None, *, resume: bool = False
+    config: TrainConfig,
+    run_dir: str | Path | None = None,
+    *,
+    resume: bool = False,
+    until: int | None = None,
 ) -> TrainResult:
     """Train ``config`` in ``run_dir`` (default ``runs/<name>-<time>``) with its agent recipe.
 
     ``resume=True`` continues the run in ``run_dir`` from its last checkpoint (see
     :mod:`txrl.rundir` for what that restores); ``config`` must be the run's own, changed at
     most in :data:`txrl.config.RESUME_KEYS` (a larger budget extends a finished run).
+    ``until`` pauses the run at the first rollout start at or after that step, with a
+    checkpoint there, and raises :class:`txrl.errors.TrainingPaused`; the budget and the
+    ``lin_`` schedules stay the config's, so a resume goes on as if it had never paused (a
+    screen of a long run's first steps, a run split over sessions).
     The checks that need the backbone registry, the env or the device run first
     (:func:`txrl.config.resolve`); nothing is written when they fail.
     """
+    if until is not None and until < 1:
+        raise ConfigError(f"until must be a step >= 1, got {until}")
     config = resolve(config)
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config)
     if not resume:
@@ -72,7 +82,7 @@ def train(
     held = run_lock(run_dir) if not resume or run_dir.is_dir() else contextlib.nullcontext()
     try:
         with held:
-            return recipe(config)(config, run_dir, resume=resume)
+            return recipe(config)(config, run_dir, resume=resume, until=until)
     except KeyboardInterrupt:
         # Ctrl-C outside the learner's loop (the recipe names the step inside it).
         raise interrupted(run_dir, None) from None

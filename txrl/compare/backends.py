@@ -26,13 +26,14 @@ from txrl.config import CONFIG_FILE, TrainConfig
 def execute_run(spec: RunSpec) -> dict[str, Any]:
     """Train (or resume) one run in this process; its console output goes to ``train.log``.
 
-    Used by both backends; returns ``{"status": "finished" | "stopped" | "failed", ...}``
-    (stopped: by a Ctrl-C or SIGTERM, with a checkpoint to resume from; ``error`` says
-    where) and never raises, so one failing run does not stop the others.
+    Used by both backends; returns ``{"status": "finished" | "paused" | "stopped" |
+    "failed", ...}`` (paused: at ``spec.until``; stopped: by a Ctrl-C or SIGTERM; both at a
+    checkpoint to go on from, which ``message`` names; failed: ``error`` says where) and
+    never raises, so one failing run does not stop the others.
     """
     import torch
 
-    from txrl.errors import TrainingInterrupted
+    from txrl.errors import TrainingInterrupted, TrainingPaused
     from txrl.train import train
 
     torch.set_num_threads(1)
@@ -46,13 +47,15 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
         contextlib.redirect_stderr(log),
     ):
         try:
-            result = train(TrainConfig.from_dict(spec.config), run_dir, resume=resume)
-        except TrainingInterrupted as stopped:
-            print(f"txrl train: {stopped}")
+            result = train(
+                TrainConfig.from_dict(spec.config), run_dir, resume=resume, until=spec.until
+            )
+        except (TrainingPaused, TrainingInterrupted) as ended:  # at a checkpoint to go on from
+            print(f"txrl train: {ended}")
             return {
-                "status": "stopped",
+                "status": "paused" if isinstance(ended, TrainingPaused) else "stopped",
                 "run_dir": spec.run_dir,
-                "error": str(stopped),
+                "message": str(ended),
                 "seconds": time.monotonic() - began,
             }
         except Exception:

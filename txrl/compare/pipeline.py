@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ def compare(
     address: str | None = None,
     aggregate_only: bool = False,
     only: Mapping[str, set[str]] | None = None,
+    until: int | None = None,
     echo: Callable[[str], None] = print,
 ) -> tuple[list[VariantSummary], list[dict[str, Any]]]:
     """Run the grid (skipping finished runs, resuming partial ones) and summarise it.
@@ -77,7 +79,9 @@ def compare(
 
     ``only`` (see :func:`select_runs`) runs part of the grid, e.g. one learner or some seeds
     on another machine into the same ``out_dir``; the summary covers every finished run of
-    the grid, whichever process ran it.
+    the grid, whichever process ran it. ``until`` pauses each run at that step
+    (:func:`txrl.train.train`), e.g. a screen of the first steps of runs whose schedules
+    span the whole budget; the same call without it continues them.
     """
     if backend not in ("local", "ray"):
         raise ConfigError(f"backend must be local or ray, got {backend!r}")
@@ -90,6 +94,8 @@ def compare(
     todo = launch_order(
         [s for s in chosen if status[s.run_dir] != "finished"], config.seeds, status
     )
+    if until is not None:
+        todo = [dataclasses.replace(spec, until=until) for spec in todo]
     counts = {k: sum(v == k for v in status.values()) for k in ("finished", "partial", "new")}
     workers = workers or config.workers or cpu_count()
     echo(
@@ -113,7 +119,9 @@ def compare(
                     f"{head}: finished, final {config.metric} {shown} ({outcome.get('seconds', 0):.0f} s)"
                 )
             elif outcome.get("status") == "stopped":  # the same command resumes it
-                echo(f"{head}: stopped: {outcome.get('error')}")
+                echo(f"{head}: stopped: {outcome.get('message')}")
+            elif outcome.get("status") == "paused":  # at --until; the same command continues it
+                echo(f"{head}: {outcome.get('message')}")
             else:
                 echo(
                     f"{head}: FAILED: {outcome.get('error')} (see {Path(spec.run_dir) / TRAIN_LOG})"

@@ -34,6 +34,7 @@ class RunSpec:
     seed: int
     config: dict[str, Any]  # TrainConfig.to_dict() of this run
     run_dir: str  # absolute
+    until: int | None = None  # pause at this step (txrl.train.train's ``until``)
 
     def status(self) -> str:
         """``finished``, ``partial`` (has a checkpoint to resume) or ``new``."""
