@@ -16,7 +16,7 @@ from txrl.config import load_train_config
 from txrl.envs.tmaze import TMazeEnv
 from txrl.evaluate import load_checkpoint_model, make_checkpoint_eval_env
 from txrl.inspect import EpisodeRecord, inspect_run, probe_run, record_episodes
-from txrl.inspect.plots import draw_summary, plot_attention_map, plot_traces
+from txrl.inspect.plots import draw_summary, plot_attention_map, plot_summary, plot_traces
 from txrl.inspect.probe import OBSERVATION
 from txrl.inspect.record import GATE_MEANINGS
 from txrl.nn import gates
@@ -201,3 +201,36 @@ def test_probe_run_on_the_tiny_run_reads_the_cue_from_the_first_observation(
     assert observation[0] == 1.0  # the passive T-maze shows the cue at step 0
     assert all(0.0 <= float(r["chance"]) <= 1.0 for r in rows)
     assert result.summary["target"] == "cue" and sum(result.summary["counts"]) == 16
+
+
+def test_decision_focus_names_where_each_head_looks_hardest_and_how_hard(
+    decided: EpisodeRecord, tmp_path: Path
+) -> None:
+    """Per layer and head: the steps back of the largest weight in the decision step's row
+    and that weight; what ``summary.json`` lists per episode."""
+    t = decided.steps  # the tiny T-maze's episode: 4 steps or more
+    d = t - 2  # a decision before the last step, whose row must not be read
+    layers = len(decided.layers)
+    attention = np.zeros((layers, 2, t, t), dtype=np.float32)  # (L, H, T, T)
+    attention[:, 0, d, d] = 1.0  # head 0: all on the decision step itself (recency)
+    attention[:, 1, d, [d - 3, d - 1]] = [0.7, 0.3]  # head 1: mostly three steps back
+    attention[:, :, t - 1, 0] = 1.0  # the step after the decision
+    record = dataclasses.replace(
+        decided, attention=attention, decision_step=d, cue_step=d - 3, success=False
+    )
+    steps_back, weight = record.decision_focus()  # type: ignore[misc]
+    assert steps_back.tolist() == [[0, 3]] * layers
+    np.testing.assert_allclose(weight, [[1.0, 0.7]] * layers, rtol=1e-6)
+    assert dataclasses.replace(record, decision_step=None).decision_focus() is None
+    assert dataclasses.replace(record, attention=None).decision_focus() is None
+
+    summary = plot_summary([record], tmp_path / "summary.png")
+    (row,) = summary["decision_focus"]
+    assert row == {
+        "episode": 0,
+        "success": False,
+        "cue_step": d - 3,
+        "decision_step": d,
+        "steps_back": [[0, 3]] * layers,
+        "weight": [[1.0, 0.7]] * layers,
+    }

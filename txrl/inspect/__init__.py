@@ -44,7 +44,8 @@ the title names the cue, the choice and the outcome), ``episode_<i>_traces.png``
 named by kind, equation and layer, action probabilities, value and reward),
 ``episode_<i>.npz`` and with ``video`` ``episode_<i>.mp4``; ``summary.png`` / ``.json``
 (per layer, the attention weight each episode's decision step gives the cue step, successes
-against failures, with the level of uniform attention).
+against failures, with the level of uniform attention; the JSON also has each head's
+``decision_focus``: how many steps back the decision step looks hardest, and how hard).
 
 Probes (``probe=TARGET``, :func:`probe_run`): "what does the memory hold, and when". Plays
 ``episodes`` episodes (replays kept: they are samples of the task) and fits, per layer and

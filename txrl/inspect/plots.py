@@ -227,9 +227,27 @@ def plot_summary(records: Sequence[EpisodeRecord], path: Path) -> dict[str, Any]
         "successes": sum(1 for r in records if r.success),
         "layers": layers,
         "cue_mass_at_decision": rows,
+        "decision_focus": [row for i, r in enumerate(records) if (row := _focus_row(i, r))],
     }
     save_figure(draw_summary(summary), path)
     return summary
+
+
+def _focus_row(index: int, record: EpisodeRecord) -> dict[str, Any] | None:
+    """One episode's :meth:`EpisodeRecord.decision_focus` for the summary: per layer and
+    head, the steps back of the largest attention weight at the decision and that weight."""
+    focus = record.decision_focus()
+    if focus is None:
+        return None
+    steps_back, weight = focus
+    return {
+        "episode": index,
+        "success": record.success,
+        "cue_step": record.cue_step,
+        "decision_step": record.decision_step,
+        "steps_back": steps_back.tolist(),
+        "weight": np.round(weight.astype(float), 4).tolist(),
+    }
 
 
 def draw_summary(summary: dict[str, Any]) -> Any:

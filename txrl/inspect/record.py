@@ -86,6 +86,22 @@ class EpisodeRecord:
             return None
         return self.attention[:, :, self.decision_step, self.cue_step].mean(axis=1)
 
+    def decision_focus(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Where each head looks hardest when the agent decides, and how hard: per layer and
+        head (L, H), how many steps back of the decision step its largest attention weight
+        lies (0: the decision step itself) and that weight (1: all on one step, a saturated
+        softmax). None when the episode has no attention or decision step.
+
+        A head that puts all its weight on the last step or two has learned recency; one
+        that reaches back to where the cue was seen has learned the read-out. A weight near 1
+        also means its softmax passes almost no gradient to the other steps."""
+        if self.attention is None or self.decision_step is None:
+            return None
+        if not 0 <= self.decision_step < self.steps:
+            return None
+        row = self.attention[:, :, self.decision_step, : self.decision_step + 1]  # (L, H, t+1)
+        return self.decision_step - row.argmax(axis=-1), row.max(axis=-1)
+
     def to_npz(self) -> dict[str, np.ndarray]:
         """The arrays to save; missing parts are left out, scalars are 0-d arrays (-1: none)."""
         data: dict[str, np.ndarray] = {
