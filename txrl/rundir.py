@@ -394,7 +394,7 @@ class Run:
 
     def save_periodic(self, model: BaseAlgorithm) -> Path:
         step = int(model.num_timesteps)
-        path = self.run_dir / CHECKPOINT_DIR / f"step_{step:09d}.zip"
+        path = periodic_path(self.run_dir, step)
         save_checkpoint(model, path, self.config, self.elapsed())
         self.last_checkpoint = step
         keep = self.config.checkpoint.keep
@@ -453,7 +453,7 @@ class Run:
     def paused(self, step: int, until: int) -> TrainingPaused:
         """A pause at ``step`` (the first rollout start at or after ``until``), whose
         checkpoint :meth:`save_on_stop` wrote: that checkpoint and how to continue."""
-        checkpoint = self.run_dir / CHECKPOINT_DIR / f"step_{step:09d}.zip"
+        checkpoint = periodic_path(self.run_dir, step)
         return TrainingPaused(
             f"paused at step {step:,} (until {until:,}) of {self.config.budget:,}; checkpoint "
             f"{checkpoint}; continue with: txrl train --resume {self.run_dir}"

@@ -186,10 +186,9 @@ def _tune_trainable(param: dict[str, Any]) -> None:
         return
     labels = tuple((axis, label) for axis, label in run["labels"])
     finished = threading.Event()
-    watcher = threading.Thread(
+    threading.Thread(
         target=_watch_stop_file, args=(stop_file, finished), name="txrl-stop-file", daemon=True
-    )
-    watcher.start()
+    ).start()
     try:
         outcome = execute_run(RunSpec(**{**run, "labels": labels}))
     finally:
