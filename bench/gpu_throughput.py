@@ -90,13 +90,16 @@ def build(
 
 
 def learn_steps_per_second(model: Any, timesteps: int) -> float:
-    """Env steps per second over ``learn`` (collection and training), after one warm-up update."""
+    """Env steps per second over ``learn`` (collection and training), after one warm-up update.
+    The steps counted are those taken: ``learn`` runs whole rollouts, so ``timesteps`` is
+    rounded up to a multiple of ``n_steps * n_envs``."""
     model.learn(model.n_steps * model.n_envs)
     sync(str(model.device))
+    taken_before = model.num_timesteps
     began = time.perf_counter()
     model.learn(timesteps, reset_num_timesteps=False)
     sync(str(model.device))
-    return timesteps / (time.perf_counter() - began)
+    return (model.num_timesteps - taken_before) / (time.perf_counter() - began)
 
 
 def observations(model: Any) -> torch.Tensor:

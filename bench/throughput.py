@@ -288,10 +288,11 @@ def learn_steps_per_second(models: tuple[Any, Any], timesteps: int, rounds: int 
         model.learn(model.n_steps * model.n_envs)
     for _ in range(rounds):
         for i, model in enumerate(models):
+            taken_before = model.num_timesteps
             began = time.perf_counter()
             model.learn(timesteps // rounds, reset_num_timesteps=False)
             seconds[i] += time.perf_counter() - began
-            steps[i] += timesteps // rounds
+            steps[i] += model.num_timesteps - taken_before  # whole rollouts, as taken
     return [n / t for n, t in zip(steps, seconds, strict=True)]
 
 

@@ -92,3 +92,23 @@ def test_scaling_counts_flops_per_env_step_independent_of_the_envs() -> None:
         assert two[key] > 0
         assert math.isclose(two[key], four[key], rel_tol=0.05), (key, two[key], four[key])
     assert two["steps_per_s"] > 0 and two["train_gflops"] > 0
+
+
+def test_gpu_bench_figures_run_on_the_cpu_at_a_tiny_size() -> None:
+    """``bench/gpu_throughput.py`` runs on a lent GPU only; its measuring functions are device
+    generic, so a tiny model on the CPU checks that each returns a figure (the CUDA-graph
+    replay is the one that needs a GPU)."""
+    bench = runpy.run_path(str(BENCH / "gpu_throughput.py"), run_name="bench_gpu_throughput")
+    args = argparse.Namespace(n_envs=2, length=3, n_steps=32, batch_size=64)  # segments of 32
+    ours = bench["build"]("txrl", "cpu", args, **SMALL)
+    theirs = bench["build"]("recurrent", "cpu", args)
+    rollout = args.n_steps * args.n_envs
+    assert 0 < bench["learn_steps_per_second"](ours, rollout // 2) < 1e6
+    assert ours.num_timesteps == 2 * rollout  # the warm-up's and one whole rollout, counted
+    figures = [
+        bench["txrl_act_seconds"](ours, 3),
+        bench["recurrent_forward_seconds"](theirs, 3),
+        bench["predict_seconds"](ours, 3),
+        bench["predict_seconds"](theirs, 3),
+    ]
+    assert all(0 < seconds < 1 for seconds in figures)
