@@ -24,7 +24,9 @@ matters, for tools that mark those steps on pictures of the agent's attention: s
 observations from 0 (the reset's); ``cue_step`` is the first observation in which the object
 of the start room is in view (the agent may start in the hallway, facing away from it, and
 never see it), ``decision_step`` the observation on which the agent chose the move onto one
-of the two objects at the hallway's end.
+of the two objects at the hallway's end. ``info["cue_in_view"]`` is in every observation's
+info: whether that observation shows the object (an agent may look at it many times, and a
+later look may be the one its memory keeps).
 
 ``actions=["left", "right", "forward"]`` (names of :class:`minigrid.core.actions.Actions`)
 keeps only those actions (:class:`~txrl.envs.wrappers.DiscreteActionSubset`); the task needs
@@ -66,8 +68,9 @@ class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     ``cue_step`` is put in the info of the observation that first shows the start room's
     object, and again on the episode's last step, each time with ``cue``, that object's type
-    (``"key"`` or ``"ball"``, what ``txrl inspect --probe cue`` decodes); ``decision_step`` in the info of the step
-    that reached one of the two end objects. Visibility is read from the observation itself
+    (``"key"`` or ``"ball"``, what ``txrl inspect --probe cue`` decodes); ``cue_in_view`` in
+    every observation's info (True when it shows the object); ``decision_step`` in the info
+    of the step that reached one of the two end objects. Visibility is read from the observation itself
     (MiniGrid marks cells hidden behind walls as unseen), so nothing is rendered twice.
     Wraps the upstream env directly: it needs its ``Dict`` observation.
     """
@@ -95,9 +98,11 @@ class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return str(grid_env.grid.get(1, grid_env.height // 2 - 1).type)
 
     def _note_cue(self, obs: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
-        if self._cue_step is None and self._cue_in_view(obs):
+        in_view = self._cue_in_view(obs)
+        info = {**info, "cue_in_view": in_view}
+        if self._cue_step is None and in_view:
             self._cue_step = self._t
-            info = {**info, "cue_step": self._t, "cue": self._cue_name()}
+            info.update(cue_step=self._t, cue=self._cue_name())
         return info
 
     def reset(

@@ -281,3 +281,25 @@ def test_video_of_a_memory_gym_task_has_one_rgb_frame_per_step(tmp_path: Path) -
     data = np.load(tmp_path / "out" / "episode_0.npz")
     frames, _ = imageio_ffmpeg.count_frames_and_secs(str(tmp_path / "out" / "episode_0.mp4"))
     assert frames == len(data["rewards"]) <= 12
+
+
+def test_minigrid_episodes_record_every_step_that_showed_the_object(tmp_path: Path) -> None:
+    """MiniGrid-Memory reports ``cue_in_view`` on every observation; the record keeps each
+    step whose observation showed the start room's object, the first of them the cue step."""
+    env = {"id": "txrl/MiniGrid-MemoryS7-v0", "kwargs": {"actions": ["left", "right", "forward"]},
+           "n_envs": 2}  # fmt: skip
+    run_dir = _train_tiny(tmp_path, env=env)
+    inspect_run(run_dir, episodes=4, deterministic=False, out_dir=tmp_path / "out",
+                echo=lambda _: None)  # fmt: skip
+    looked = 0
+    for path in sorted((tmp_path / "out").glob("episode_*.npz")):
+        data = np.load(path)
+        sightings, steps = data["cue_sightings"].tolist(), len(data["rewards"])
+        assert sightings == sorted(set(sightings)) and all(0 <= s < steps for s in sightings)
+        cue_step = int(data["cue_step"])
+        if sightings:
+            looked += 1
+            assert cue_step == sightings[0]
+        else:
+            assert cue_step in (-1, steps)  # never seen, or first seen on the terminal step
+    assert looked > 0

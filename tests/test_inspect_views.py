@@ -234,3 +234,32 @@ def test_decision_focus_names_where_each_head_looks_hardest_and_how_hard(
         "steps_back": [[0, 3]] * layers,
         "weight": [[1.0, 0.7]] * layers,
     }
+
+
+def test_sightings_mass_reads_every_look_at_the_cue_up_to_the_decision(
+    decided: EpisodeRecord, tmp_path: Path
+) -> None:
+    """The first sighting's mass misses a memory that keeps a later look; the sightings mass
+    counts every step that showed the cue up to the decision, against uniform's share."""
+    t = decided.steps
+    d = t - 2
+    layers = len(decided.layers)
+    attention = np.zeros((layers, 2, t, t), dtype=np.float32)
+    attention[:, 0, d, 1] = 1.0  # head 0: all on the second look
+    attention[:, 1, d, [0, d]] = [0.25, 0.75]  # head 1: a quarter on the first look
+    attendable = np.tril(np.ones((t, t), dtype=bool))
+    record = dataclasses.replace(
+        decided, attention=attention, attendable=attendable, decision_step=d, cue_step=0,
+        cue_sightings=(0, 1, t - 1),  # the last look comes after the decision: not counted
+    )  # fmt: skip
+    np.testing.assert_allclose(record.cue_mass_at_decision(), [0.125] * layers)
+    mass, uniform = record.sightings_mass_at_decision()  # type: ignore[misc]
+    np.testing.assert_allclose(mass, [0.625] * layers)
+    assert uniform == pytest.approx(2 / (d + 1))
+    assert dataclasses.replace(record, cue_sightings=None).sightings_mass_at_decision() is None
+    (row,) = plot_summary([record], tmp_path / "summary.png")["cue_mass_at_decision"]
+    assert row["sightings"] == 2 and row["sightings_mass"] == pytest.approx([0.625] * layers)
+    (row,) = plot_summary(
+        [dataclasses.replace(record, cue_sightings=None)], tmp_path / "again.png"
+    )["cue_mass_at_decision"]
+    assert "sightings" not in row and "sightings_mass" not in row

@@ -135,6 +135,7 @@ def test_cue_step_is_the_first_step_that_shows_the_start_room_object(env_id: str
             infos.append(info)
             done = terminated or truncated
         first = seen.index(True) if any(seen) else None
+        assert [i["cue_in_view"] for i in infos] == seen  # every observation's, not the first only
         reported = [t for t, i in enumerate(infos[:-1]) if "cue_step" in i]
         if first is None:
             assert reported == [] and "cue_step" not in infos[-1]

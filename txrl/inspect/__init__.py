@@ -29,8 +29,10 @@ layers, H heads, A actions, D the model width):
 * the observations (before observation normalisation), the value estimate, the action
   probabilities (discrete actions), the action, the reward, ``info["is_success"]`` at the
   end, the env's ``info["cue_step"]`` / ``info["decision_step"]`` when it reports them (the
-  T-maze and MiniGrid-Memory do) and what the cue said: ``info["cue"]`` when the env
-  reports it, else for the T-maze the sign of the cue feature of the cue step's observation.
+  T-maze and MiniGrid-Memory do), the steps whose observation showed the cue when the env
+  reports ``info["cue_in_view"]`` (``cue_sightings``; MiniGrid-Memory does) and what the
+  cue said: ``info["cue"]`` when the env reports it, else for the T-maze the sign of the
+  cue feature of the cue step's observation.
 
 Step ``s`` is the observation the agent acts on; step 0 is the reset's. Episodes are
 played one env at a time with the eval env of the checkpoint's config (the same
@@ -45,7 +47,10 @@ named by kind, equation and layer, action probabilities, value and reward),
 ``episode_<i>.npz`` and with ``video`` ``episode_<i>.mp4``; ``summary.png`` / ``.json``
 (per layer, the attention weight each episode's decision step gives the cue step, successes
 against failures, with the level of uniform attention; the JSON also has each head's
-``decision_focus``: how many steps back the decision step looks hardest, and how hard).
+``decision_focus``: how many steps back the decision step looks hardest, and how hard, and
+where the env reports ``info["cue_in_view"]`` on every observation (MiniGrid-Memory does),
+the mass on every step up to the decision that showed the cue, ``sightings_mass``, beside
+uniform attention's share of those steps).
 
 Probes (``probe=TARGET``, :func:`probe_run`): "what does the memory hold, and when". Plays
 ``episodes`` episodes (replays kept: they are samples of the task) and fits, per layer and

@@ -218,6 +218,7 @@ def plot_summary(records: Sequence[EpisodeRecord], path: Path) -> dict[str, Any]
             "mass": [float(x) for x in m],
             # uniform attention: 1 / the number of steps the decision step could attend to
             "uniform": float(1.0 / r.attendable[r.decision_step].sum()),  # type: ignore[index]  # masses are None without them
+            **_sightings_columns(r),
         }
         for i, (r, m) in enumerate(zip(records, masses, strict=True))
         if m is not None
@@ -231,6 +232,21 @@ def plot_summary(records: Sequence[EpisodeRecord], path: Path) -> dict[str, Any]
     }
     save_figure(draw_summary(summary), path)
     return summary
+
+
+def _sightings_columns(record: EpisodeRecord) -> dict[str, Any]:
+    """The summary row's columns for every sighting of the cue up to the decision (when the
+    env reports them): how many, the attention mass on them per layer, and uniform's."""
+    found = record.sightings_mass_at_decision()
+    if found is None:
+        return {}
+    mass, uniform = found
+    seen = sum(1 for s in record.cue_sightings or () if s <= (record.decision_step or 0))
+    return {
+        "sightings": seen,
+        "sightings_mass": [float(x) for x in mass],
+        "sightings_uniform": uniform,
+    }
 
 
 def _focus_row(index: int, record: EpisodeRecord) -> dict[str, Any] | None:

@@ -47,6 +47,8 @@ class EpisodeRecord:
     hidden: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # layer -> (N, D)
     gates: dict[str, str] = dataclasses.field(default_factory=dict)  # trace name -> gate class
     cue: str | None = None  # what the cue said ("up", "down"), when the env tells
+    # the steps whose observation showed the cue, when the env tells (info["cue_in_view"])
+    cue_sightings: tuple[int, ...] | None = None
     action_names: list[str] | None = None  # names of the discrete actions, when the env tells
     info: dict[str, Any] = dataclasses.field(default_factory=dict)  # last scalar of each key
 
@@ -86,6 +88,23 @@ class EpisodeRecord:
             return None
         return self.attention[:, :, self.decision_step, self.cue_step].mean(axis=1)
 
+    def sightings_mass_at_decision(self) -> tuple[np.ndarray, float] | None:
+        """Attention mass (L,) at the decision step on every step up to it that showed the
+        cue, heads averaged, and what uniform attention would give those steps; None when
+        the episode has no attention or decision step, or the env does not say when the cue
+        was in view.
+
+        :meth:`cue_mass_at_decision` reads the first sighting only; an agent that looks at
+        the cue again (MiniGrid-Memory's agent may) can keep a later look instead."""
+        if self.attention is None or self.attendable is None or self.decision_step is None:
+            return None
+        if self.cue_sightings is None or not 0 <= self.decision_step < self.steps:
+            return None
+        seen = [s for s in self.cue_sightings if s <= self.decision_step]
+        row = self.attention[:, :, self.decision_step, seen]  # (L, H, len(seen))
+        uniform = len(seen) / float(self.attendable[self.decision_step].sum())
+        return row.sum(axis=-1).mean(axis=1), uniform
+
     def decision_focus(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Where each head looks hardest when the agent decides, and how hard: per layer and
         head (L, H), how many steps back of the decision step its largest attention weight
@@ -114,6 +133,8 @@ class EpisodeRecord:
             "decision_step": np.array(-1 if self.decision_step is None else self.decision_step),
             "cue": np.array("" if self.cue is None else self.cue),
         }
+        if self.cue_sightings is not None:
+            data["cue_sightings"] = np.array(self.cue_sightings, dtype=np.int64)
         if self.action_probs is not None:
             data["action_probs"] = self.action_probs
         if self.action_names is not None:
@@ -321,8 +342,16 @@ class _EpisodeBuffer:
         self.info: dict[str, Any] = {}
         self.cue_step: int | None = None
         self.decision_step: int | None = None
+        self.cue_sightings: list[int] | None = None  # None until the env reports cue_in_view
 
     def note_info(self, info: dict[str, Any]) -> None:
+        """The info of the observation the episode's next step acts on (the reset's first,
+        then each step's; the terminal step's, whose observation no step acts on, last)."""
+        if "cue_in_view" in info:
+            if self.cue_sightings is None:
+                self.cue_sightings = []
+            if info["cue_in_view"]:
+                self.cue_sightings.append(len(self.rewards))  # that observation's step
         if "cue_step" in info and self.cue_step is None:
             self.cue_step = int(info["cue_step"])
         if "decision_step" in info:
@@ -359,6 +388,11 @@ class _EpisodeBuffer:
             observations=observations,
             hidden=_stack(self.hidden, None),
             cue=cue_of(env, self.info, observations, self.cue_step),
+            cue_sightings=(
+                None
+                if self.cue_sightings is None
+                else tuple(s for s in self.cue_sightings if s < n)
+            ),
             info=self.info,
         )
 
