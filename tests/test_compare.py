@@ -491,9 +491,10 @@ def test_only_names_what_is_valid(tmp_path: Path, only: list[str], message: str)
     assert not (tmp_path / "runs").exists()  # nothing was started
 
 
-def _endless_compare(tmp_path: Path) -> tuple[Any, Callable[[], bool]]:
-    """A ``txrl compare`` process training one endless run, returned once its worker trains
-    (its run's lock held), with a test of whether that lock is still held."""
+def _endless_compare(tmp_path: Path, seeds: str = "0") -> tuple[Any, Callable[[], bool]]:
+    """A ``txrl compare`` process training endless runs of ``seeds`` on one worker, returned
+    once it trains seed 0 (its run's lock held), with a test of whether that lock is still
+    held."""
     import fcntl
     import subprocess
     import sys
@@ -503,7 +504,7 @@ def _endless_compare(tmp_path: Path) -> tuple[Any, Callable[[], bool]]:
     from txrl.rundir import LOCK_FILE
 
     command = [sys.executable, "-m", "txrl", "compare", str(TINY), "--out", str(tmp_path)]
-    one_run = ["--workers", "1", "--only", "memory=lstm", "--only", "seed=0"]
+    one_run = ["--workers", "1", "--only", "memory=lstm", "--only", f"seed={seeds}"]
     endless = ["--set", "base.budget=100000000", "--set", "base.checkpoint.every=100000000"]
     parent = subprocess.Popen(
         [*command, *one_run, *endless],
@@ -583,6 +584,22 @@ def test_interrupted_compare_stops_its_runs_at_a_checkpoint_instead_of_waiting(
     assert len(checkpoints) == 1, err  # written at the stop
     step = int(checkpoints[0].stem.split("_")[1])
     assert f"[1/1] lstm seed 0: stopped: interrupted at step {step:,}; last checkpoint" in out
+
+
+@pytest.mark.slow  # a compare process and its training worker
+def test_a_stopped_compare_begins_no_run_its_worker_had_queued(tmp_path: Path) -> None:
+    """A process pool hands its worker one run more than it runs; once the compare is
+    stopped, that run is not begun (no run folder, no step-0 checkpoint to resume from)."""
+    import signal
+
+    parent, held = _endless_compare(tmp_path, seeds="0,1")
+    parent.send_signal(signal.SIGTERM)
+    out, err = parent.communicate(timeout=60)
+    assert parent.returncode == 130, err
+    _released(held)
+    assert "[1/2] lstm seed 0: stopped: interrupted at step" in out
+    assert "seed 1" not in out
+    assert not (tmp_path / "runs" / "lstm" / "seed_1" / CONFIG_FILE).exists()
 
 
 @pytest.mark.slow  # a compare process starting a local Ray and training on it

@@ -95,6 +95,20 @@ STOPPING = (
 STOP_FILE = "stop-requested"
 
 
+#: In a local pool's worker: the event its compare sets when it is stopped
+#: (:func:`_exit_with_parent`), read before a run begins (:func:`_execute_unless_stopped`).
+_STOPPING: Any = None
+
+
+def _execute_unless_stopped(spec: RunSpec) -> dict[str, Any]:
+    """:func:`execute_run` in a local pool's worker, unless the compare has been stopped: a
+    run handed to the worker before the stop (a process pool queues one more than it runs)
+    is not begun, and is reported as ``cancelled``."""
+    if _STOPPING is not None and _STOPPING.is_set():
+        return {"status": "cancelled", "run_dir": spec.run_dir}
+    return execute_run(spec)
+
+
 def _exit_with_parent(parent: int, stop: Any, graceful: Any) -> None:
     """Pool initializer: end this worker when the compare process that started it is gone,
     or when it sets ``stop`` (a ``multiprocessing`` event); when it sets ``graceful``, stop
@@ -107,6 +121,8 @@ def _exit_with_parent(parent: int, stop: Any, graceful: Any) -> None:
     process, which gets it too, tells its workers (:func:`run_local`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    global _STOPPING
+    _STOPPING = graceful
 
     def watch() -> None:
         from txrl.callbacks import request_stop
@@ -147,7 +163,7 @@ def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[di
     try:
         # SIGTERM (``kill PID``, a cluster scheduler) stops the runs as Ctrl-C does
         with handling_signals((signal.SIGTERM,), signal.default_int_handler):
-            futures = {pool.submit(execute_run, spec): spec for spec in specs}
+            futures = {pool.submit(_execute_unless_stopped, spec): spec for spec in specs}
             reported: set[Future[dict[str, Any]]] = set()
             try:
                 for future in as_completed(futures):
@@ -161,7 +177,9 @@ def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[di
                 pool.shutdown(wait=True, cancel_futures=True)
                 for future, spec in futures.items():  # the runs it stopped, as they ended
                     ended = future.done() and not future.cancelled()
-                    if future not in reported and ended and future.exception() is None:
+                    if future in reported or not ended or future.exception() is not None:
+                        continue
+                    if future.result()["status"] != "cancelled":  # "cancelled": not begun
                         report(spec, future.result())
                 raise
     except BaseException:
