@@ -80,17 +80,15 @@ class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
         gym.Wrapper.__init__(self, env)
         self._t = 0
         self._cue_step: int | None = None
+        # the start room's object: its cell and type code, read once an episode (reset)
+        self._cue_cell = (0, 0)
+        self._cue_code = -1
 
     def _cue_in_view(self, obs: dict[str, Any]) -> bool:
-        from minigrid.core.constants import OBJECT_TO_IDX
-
-        grid_env = self.env.unwrapped
-        cue_pos = (1, grid_env.height // 2 - 1)  # where MemoryEnv puts the start room's object
-        coords = grid_env.relative_coords(*cue_pos)
+        coords = self.env.unwrapped.relative_coords(*self._cue_cell)
         if coords is None:
             return False
-        cue = grid_env.grid.get(*cue_pos)
-        return bool(obs["image"][coords[0], coords[1], 0] == OBJECT_TO_IDX[cue.type])
+        return bool(obs["image"][coords[0], coords[1], 0] == self._cue_code)
 
     def _cue_name(self) -> str:
         """The start room's object type (``"key"`` or ``"ball"``): what must be matched."""
@@ -108,7 +106,12 @@ class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
+        from minigrid.core.constants import OBJECT_TO_IDX
+
         obs, info = self.env.reset(seed=seed, options=options)
+        grid_env = self.env.unwrapped
+        self._cue_cell = (1, grid_env.height // 2 - 1)  # where MemoryEnv puts that object
+        self._cue_code = OBJECT_TO_IDX[grid_env.grid.get(*self._cue_cell).type]
         self._t = 0
         self._cue_step = None
         return obs, self._note_cue(obs, info)
