@@ -92,8 +92,7 @@ class MemoryStepsInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _cue_name(self) -> str:
         """The start room's object type (``"key"`` or ``"ball"``): what must be matched."""
-        grid_env = self.env.unwrapped
-        return str(grid_env.grid.get(1, grid_env.height // 2 - 1).type)
+        return str(self.env.unwrapped.grid.get(*self._cue_cell).type)
 
     def _note_cue(self, obs: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
         in_view = self._cue_in_view(obs)

@@ -241,9 +241,8 @@ def _sightings_columns(record: EpisodeRecord) -> dict[str, Any]:
     if found is None:
         return {}
     mass, uniform = found
-    seen = sum(1 for s in record.cue_sightings or () if s <= (record.decision_step or 0))
     return {
-        "sightings": seen,
+        "sightings": len(record.sightings_to_decision() or ()),
         "sightings_mass": [float(x) for x in mass],
         "sightings_uniform": uniform,
     }

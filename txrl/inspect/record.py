@@ -88,6 +88,13 @@ class EpisodeRecord:
             return None
         return self.attention[:, :, self.decision_step, self.cue_step].mean(axis=1)
 
+    def sightings_to_decision(self) -> list[int] | None:
+        """The steps up to the decision step whose observation showed the cue; None when the
+        episode has no decision step or the env does not say when the cue was in view."""
+        if self.cue_sightings is None or self.decision_step is None:
+            return None
+        return [s for s in self.cue_sightings if s <= self.decision_step]
+
     def sightings_mass_at_decision(self) -> tuple[np.ndarray, float] | None:
         """Attention mass (L,) at the decision step on every step up to it that showed the
         cue, heads averaged, and what uniform attention would give those steps; None when
@@ -96,11 +103,12 @@ class EpisodeRecord:
 
         :meth:`cue_mass_at_decision` reads the first sighting only; an agent that looks at
         the cue again (MiniGrid-Memory's agent may) can keep a later look instead."""
-        if self.attention is None or self.attendable is None or self.decision_step is None:
+        seen = self.sightings_to_decision()
+        if self.attention is None or self.attendable is None or seen is None:
             return None
-        if self.cue_sightings is None or not 0 <= self.decision_step < self.steps:
+        assert self.decision_step is not None  # seen is None without it
+        if not 0 <= self.decision_step < self.steps:
             return None
-        seen = [s for s in self.cue_sightings if s <= self.decision_step]
         row = self.attention[:, :, self.decision_step, seen]  # (L, H, len(seen))
         uniform = len(seen) / float(self.attendable[self.decision_step].sum())
         return row.sum(axis=-1).mean(axis=1), uniform
