@@ -114,6 +114,18 @@ without a copy), no trace, the state kept past          0.46 ->    paid ``nn.Mod
 ``nn.Module.__setattr__``, the device read off the      0.43       ``__setattr__`` and SB3's
 actor head's weight                                     (RecPPO    ``device`` walk each call
                                                         0.44)      (mins of 3 x 300 calls)
+the attention's derived weights looked up with its      predict    a lookup 7.5 -> 2.6 us
+five parameters read from the modules' own dicts        -20 us     (``nn.Module.__getattr__``
+(``_ring_parameters``), not ``__getattr__``                        ~0.6 us each, 8 a layer)
+tried, not kept: guard filters again, on the whole      predict    A/B in one process with the
+compiled step (``keep_portable_guards_unsafe``:         0.88-1.06  training runs paused; the
+tensor metadata and global state only; 450 guards       -> 0.86-   step's other 365 guards
+-> 85)                                                  0.95 ms    (module types, hooks, ids)
+                                                                   are what a hook or swapped
+                                                                   submodule would trip
+tried, not kept: inductor's C++ GEMM template           no change  the template needs constant
+(``max_autotune``, ``max_autotune_gemm_backends``                  (frozen) weights; the step's
+``CPP,ATEN``)                                                      weights change with training
 ======================================================  =========  ============================
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process
