@@ -20,7 +20,7 @@ from txrl.sb3.policies import (
     MemoryActorCriticPolicy,
     MemoryMultiInputPolicy,
 )
-from txrl.sb3.reconstruction import RECONSTRUCTION_LOSS, ObservationDecoder
+from txrl.sb3.reconstruction import GRID_CODES, RECONSTRUCTION_LOSS, ObservationDecoder
 
 from .test_common import assert_next_rollout_recomputed_exactly
 
@@ -81,11 +81,13 @@ def policy(kind: str, **options: object) -> MemoryActorCriticPolicy:
 def sequences(
     policy: MemoryActorCriticPolicy, t: int = 4, b: int = 2
 ) -> tuple[object, torch.Tensor, object, torch.Tensor]:
-    """Observations (T * B, ...) drawn from the policy's space, actions, a fresh state and
+    """Observations (T * B, ...) drawn from the policy's space (a grid's codes as MiniGrid's), actions, a fresh state and
     episode starts (T, B)."""
     space = policy.observation_space
     space.seed(0)
     samples = [space.sample() for _ in range(t * b)]
+    if space is CODES:  # the codes a MiniGrid view holds, not any byte
+        samples = [sample % GRID_CODES for sample in samples]
     if isinstance(space, spaces.Dict):
         obs: object = {k: torch.as_tensor(np.stack([s[k] for s in samples])) for k in space.spaces}
     else:
@@ -162,19 +164,33 @@ def test_pixel_target_is_the_image_in_unit_range_in_either_layout(channels_first
 
 def test_code_target_is_each_cells_category() -> None:
     decoder = ObservationDecoder(CODES, memory_dim=8)
-    codes = torch.randint(0, 11, (2, 7, 7, 3))
-    assert decoder(torch.zeros(2, 8)).shape == (2, 256, 3, 7, 7)  # logits over every code
-    right = nn.functional.one_hot(codes.permute(0, 3, 1, 2), 256).permute(0, 4, 1, 2, 3)
-    decoder.net = Fixed(right.reshape(2, 256 * 3, 7, 7).float() * 50.0)
+    k = GRID_CODES
+    codes = torch.randint(0, k, (2, 7, 7, 3))
+
+    def logits(cells: torch.Tensor) -> Fixed:  # large logits on the codes ``cells``
+        chosen = nn.functional.one_hot(cells.permute(0, 3, 1, 2), k).permute(0, 4, 1, 2, 3)
+        return Fixed(chosen.reshape(2, k * 3, 7, 7).float() * 50.0)
+
+    # logits over every code a MiniGrid view holds: 11 object types, 6 colours, 3 states
+    assert k == 11 and decoder(torch.zeros(2, 8)).shape == (2, k, 3, 7, 7)
+    decoder.net = logits(codes)
     assert decoder.loss(torch.zeros(2, 8), codes.to(torch.uint8)).item() < 1e-6
     # a neighbouring code is as wrong as any other: the codes are categories
-    near = nn.functional.one_hot((codes + 1).permute(0, 3, 1, 2), 256).permute(0, 4, 1, 2, 3)
-    far = nn.functional.one_hot((codes + 100).permute(0, 3, 1, 2), 256).permute(0, 4, 1, 2, 3)
     losses = []
-    for wrong in (near, far):
-        decoder.net = Fixed(wrong.reshape(2, 256 * 3, 7, 7).float() * 50.0)
+    for wrong in ((codes + 1) % k, (codes + 5) % k):
+        decoder.net = logits(wrong)
         losses.append(decoder.loss(torch.zeros(2, 8), codes.to(torch.uint8)).item())
     assert losses[0] == pytest.approx(losses[1]) and losses[0] > 10.0
+
+
+def test_a_code_past_minigrids_is_a_clear_error() -> None:
+    decoder = ObservationDecoder(CODES, memory_dim=8)
+    codes = torch.zeros(2, 7, 7, 3, dtype=torch.uint8)
+    codes[1, 3, 3, 0] = 200  # no MiniGrid object type
+    with pytest.raises(
+        ValueError, match=r"a code of 200, but a MiniGrid view's codes run from 0 to 10"
+    ):
+        decoder.loss(torch.zeros(2, 8), codes)
 
 
 def test_dict_observations_need_one_image_entry() -> None:
