@@ -81,8 +81,8 @@ def policy(kind: str, **options: object) -> MemoryActorCriticPolicy:
 def sequences(
     policy: MemoryActorCriticPolicy, t: int = 4, b: int = 2
 ) -> tuple[object, torch.Tensor, object, torch.Tensor]:
-    """Observations (T * B, ...) drawn from the policy's space (a grid's codes as MiniGrid's), actions, a fresh state and
-    episode starts (T, B)."""
+    """Observations (T * B, ...) drawn from the policy's space (a grid's codes as MiniGrid's),
+    actions, a fresh state and episode starts (T, B)."""
     space = policy.observation_space
     space.seed(0)
     samples = [space.sample() for _ in range(t * b)]

@@ -19,11 +19,11 @@ encoder's features, so the encoder cannot make the loss vanish by encoding less.
   the mirror of the 2x2 convolutions, ending in logits over the :data:`GRID_CODES` codes a
   MiniGrid view can hold in a cell and channel (11 object types, 6 colours, 3 door states);
   the error is the cross-entropy of the true code. (Logits over all 256 values of the uint8
-  space made the loss cost about 6.7x the rest of a training step: the S13Random recipe, one run
-  alone on the 2-core machine, trained 97 env steps/s with them, 464 with these 11 and 745
-  without the loss.) The codes are categories (object
-  type, colour, state), so a squared error on their values would call a key (5) closer to a ball
-  (6) than to a wall (2); the cross-entropy treats every wrong code alike, as the embedding of
+  space made the loss cost about 6.7x the rest of a training step: the S13Random recipe, one
+  run alone on the 2-core machine, trained 97 env steps/s with them, 464 with these 11 and 745
+  without the loss.) The codes are categories (object type, colour, state), so a squared
+  error on their values would call a key (5) closer to a ball (6) than to a wall (2); the
+  cross-entropy treats every wrong code alike, as the embedding of
   :class:`txrl.sb3.extractors.SymbolicGridExtractor` reads them.
 - ``vector`` (anything else SB3 flattens: Box vectors, Discrete as one-hot): a two-layer MLP;
   the error is the squared error on the preprocessed vector (normalised when the envs are wrapped
@@ -174,6 +174,7 @@ class ObservationDecoder(nn.Module):
             space = observation_space[self.entry]
         self.space = space
         self.kind: ObservationKind = observation_kind(space)
+        self._codes_checked = False  # whether a batch of codes was checked (_check_codes)
         if self.kind == "vector":
             width = int(spaces.flatdim(space))
             self.net = nn.Sequential(
@@ -234,13 +235,23 @@ class ObservationDecoder(nn.Module):
         if self.kind == "pixels":
             return F.binary_cross_entropy_with_logits(prediction, target)
         if self.kind == "codes":
-            largest = int(target.max())
-            if largest >= GRID_CODES:
-                raise ValueError(
-                    f"reconstruct_observation: the view holds a code of {largest}, but a "
-                    f"MiniGrid view's codes run from 0 to {GRID_CODES - 1} (object type, colour, "
-                    "door state); an observation with other codes is not a MiniGrid view: "
-                    "wrap it so it is, or leave reconstruct_observation off"
-                )
+            self._check_codes(target)
             return F.cross_entropy(prediction, target)
         return F.mse_loss(prediction, target)
+
+    def _check_codes(self, target: torch.Tensor) -> None:
+        """A ValueError naming the code when ``target`` holds one past MiniGrid's. Every batch
+        on a CPU; on an accelerator the first batch only, since reading the largest code back
+        waits for the device (the training loop's other minibatches then take torch's own
+        bounds check)."""
+        if target.device.type != "cpu" and self._codes_checked:
+            return
+        self._codes_checked = True
+        largest = int(target.max())
+        if largest >= GRID_CODES:
+            raise ValueError(
+                f"reconstruct_observation: the view holds a code of {largest}, but a "
+                f"MiniGrid view's codes run from 0 to {GRID_CODES - 1} (object type, colour, "
+                "door state); an observation with other codes is not a MiniGrid view: "
+                "wrap it so it is, or leave reconstruct_observation off"
+            )
