@@ -5,7 +5,9 @@ sb3-contrib's RecurrentPPO, side by side from one run.
     python bench/throughput.py --timesteps 2048     # a quicker, noisier look
 
 The machine this was written on is shared, so every figure is a ratio measured in the same
-run, one torch thread (``torch.set_num_threads(1)``), medians over many calls. The setup:
+run, one torch thread (``torch.set_num_threads(1)``), medians over many calls; the two
+sides of a latency ratio are timed in alternating blocks of 50 calls (and ``learn()`` in
+alternating turns), so a change in the machine's load falls on both. The setup:
 the passive T-maze, 8 envs, n_steps 128, batch 256, 4 epochs; GTrXL 3 layers, d_model 128,
 4 heads, M = 64 against RecurrentPPO's LSTM-128 ("bench setup"), and the quick start's GTrXL
 (1 layer, d_model 32, 2 heads, M = 16, n_steps 64) against RecurrentPPO with its default
@@ -180,16 +182,38 @@ def make_env(n_envs: int, length: int) -> DummyVecEnv:
     return env
 
 
-def median_seconds(call: Callable[[], Any], warmup: int, repeats: int) -> float:
-    """Median wall-clock seconds of ``call()`` after ``warmup`` calls."""
-    for _ in range(warmup):
-        call()
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
+# a call to time and how many calls warm it up first
+Timed = tuple[Callable[[], Any], int]
+
+
+def paired_seconds(timed: tuple[Timed, Timed], repeats: int, block: int = 50) -> list[float]:
+    """Median wall-clock seconds of each of two calls, after their warm-up calls, timed in
+    alternating blocks of ``block`` calls until each has ``repeats``: a change in the
+    machine's load within the measurement falls on both sides of the ratio alike."""
+    for call, warmup in timed:
+        for _ in range(warmup):
+            call()
+    times: list[list[float]] = [[], []]
+    while len(times[1]) < repeats:
+        for (call, _), taken in zip(timed, times, strict=True):
+            for _ in range(min(block, repeats - len(taken))):
+                began = time.perf_counter()
+                call()
+                taken.append(time.perf_counter() - began)
+    return [statistics.median(taken) for taken in times]
+
+
+def paired_latency(
+    first: Callable[[], Timed], second: Callable[[], Timed], repeats: int
+) -> tuple[Callable[[], float], Callable[[], float]]:
+    """The two figures of :func:`paired_seconds` in ms, as the callables a row takes."""
+    figures: list[float] = []
+
+    def run_first() -> float:
+        figures[:] = [t * 1e3 for t in paired_seconds((first(), second()), repeats)]
+        return figures[0]
+
+    return run_first, lambda: figures[1]
 
 
 def build(algo: str, size: str, args: argparse.Namespace, **memory: Any) -> Any:
@@ -208,7 +232,7 @@ def build(algo: str, size: str, args: argparse.Namespace, **memory: Any) -> Any:
     return RecurrentPPO("MlpLstmPolicy", env, policy_kwargs=lstm, **common)
 
 
-def txrl_act_seconds(model: MemoryPPO, repeats: int) -> float:
+def txrl_act(model: MemoryPPO) -> Timed:
     """One ``policy.act`` for all envs, memory full (M steps taken first), as in rollouts."""
     policy = model.policy.eval()
     n_envs = model.n_envs
@@ -221,7 +245,7 @@ def txrl_act_seconds(model: MemoryPPO, repeats: int) -> float:
             *_, out = policy.act(obs, holder["state"], starts)
         holder["state"] = out.state
 
-    return median_seconds(step, policy.backbone.memory_length + 20, repeats)
+    return step, int(policy.backbone.memory_length) + 20
 
 
 def step_products(policy: Any) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
@@ -242,7 +266,7 @@ def step_products(policy: Any) -> list[tuple[torch.Tensor, torch.Tensor | None]]
     return products
 
 
-def txrl_products_seconds(model: MemoryPPO, repeats: int) -> float:
+def txrl_products(model: MemoryPPO) -> Timed:
     """The acting step's weight products alone (:func:`step_products` on B rows each): what
     a step costs with no per-op cost at all, a floor for any implementation in fp32."""
     products = step_products(model.policy)
@@ -253,10 +277,10 @@ def txrl_products_seconds(model: MemoryPPO, repeats: int) -> float:
             for x, (weight, bias) in zip(rows, products, strict=True):
                 F.linear(x, weight, bias)
 
-    return median_seconds(step, 20, repeats)
+    return step, 20
 
 
-def recurrent_forward_seconds(model: RecurrentPPO, repeats: int) -> float:
+def recurrent_forward(model: RecurrentPPO) -> Timed:
     """One RecurrentPPO ``policy.forward`` for all envs, as in its rollouts."""
     policy = model.policy.eval()
     n_envs = model.n_envs
@@ -270,10 +294,10 @@ def recurrent_forward_seconds(model: RecurrentPPO, repeats: int) -> float:
         with torch.no_grad():
             *_, holder["state"] = policy.forward(obs, holder["state"], starts)
 
-    return median_seconds(step, 20, repeats)
+    return step, 20
 
 
-def predict_seconds(model: Any, repeats: int, deterministic: bool = False) -> float:
+def predict(model: Any, deterministic: bool = False) -> Timed:
     """``model.predict(obs, state, episode_start)`` for all envs, state passed back as
     SB3's ``evaluate_policy`` does (which also passes ``deterministic=True``; the default of
     ``predict`` is a draw)."""
@@ -287,7 +311,7 @@ def predict_seconds(model: Any, repeats: int, deterministic: bool = False) -> fl
             obs, state=holder["state"], episode_start=starts, deterministic=deterministic
         )
 
-    return median_seconds(step, 80, repeats)
+    return step, 80
 
 
 def learn_steps_per_second(models: tuple[Any, Any], timesteps: int, rounds: int = 4) -> list[float]:
@@ -308,7 +332,9 @@ def learn_steps_per_second(models: tuple[Any, Any], timesteps: int, rounds: int 
     return [n / t for n, t in zip(steps, seconds, strict=True)]
 
 
-def paired(models: tuple[Any, Any], timesteps: int) -> tuple[Callable[[], float], ...]:
+def paired(
+    models: tuple[Any, Any], timesteps: int
+) -> tuple[Callable[[], float], Callable[[], float]]:
     """The two figures of :func:`learn_steps_per_second`, as the callables a row takes."""
     figures: list[float] = []
 
@@ -358,25 +384,28 @@ def main() -> None:
     narrow = build("txrl", "bench", args, d_model=8)  # the same step, products negligible
     # the acting step's layer loop compiled (compiles at its first step, tens of seconds)
     compiled = build("txrl", "bench", args, backbone_kwargs={"compile_step": True})
-    ms, n = 1e3, args.repeats
+    n = args.repeats
     # (label, first, second, unit, target); "first / second" is the ratio printed
     figures: list[tuple[str, Callable[[], float], Callable[[], float], str, str]] = [
-        ("acting step (act vs forward), B=8", lambda: txrl_act_seconds(ours, n) * ms,
-         lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "<= 1.5x (or <= 2.5 ms)"),
+        ("acting step (act vs forward), B=8",
+         *paired_latency(lambda: txrl_act(ours), lambda: recurrent_forward(theirs), n),
+         "ms", "<= 1.5x (or <= 2.5 ms)"),
         ("  its weight products alone (vs forward)",
-         lambda: txrl_products_seconds(ours, n) * ms,
-         lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "(a floor)"),
-        ("  the same step at d_model 8 (vs forward)", lambda: txrl_act_seconds(narrow, n) * ms,
-         lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "(per-op cost)"),
-        ("predict, B=8", lambda: predict_seconds(ours, n) * ms,
-         lambda: predict_seconds(theirs, n) * ms, "ms", "<= 2x"),
-        ("acting step, compile_step", lambda: txrl_act_seconds(compiled, n) * ms,
-         lambda: recurrent_forward_seconds(theirs, n) * ms, "ms", "<= 1.5x (or <= 2.5 ms)"),
-        ("predict, B=8, compile_step", lambda: predict_seconds(compiled, n) * ms,
-         lambda: predict_seconds(theirs, n) * ms, "ms", "<= 2x"),
+         *paired_latency(lambda: txrl_products(ours), lambda: recurrent_forward(theirs), n),
+         "ms", "(a floor)"),
+        ("  the same step at d_model 8 (vs forward)",
+         *paired_latency(lambda: txrl_act(narrow), lambda: recurrent_forward(theirs), n),
+         "ms", "(per-op cost)"),
+        ("predict, B=8", *paired_latency(lambda: predict(ours), lambda: predict(theirs), n),
+         "ms", "<= 2x"),
+        ("acting step, compile_step",
+         *paired_latency(lambda: txrl_act(compiled), lambda: recurrent_forward(theirs), n),
+         "ms", "<= 1.5x (or <= 2.5 ms)"),
+        ("predict, B=8, compile_step",
+         *paired_latency(lambda: predict(compiled), lambda: predict(theirs), n), "ms", "<= 2x"),
         ("  the same, deterministic (evaluate_policy)",
-         lambda: predict_seconds(compiled, n, deterministic=True) * ms,
-         lambda: predict_seconds(theirs, n, deterministic=True) * ms, "ms", "<= 2x"),
+         *paired_latency(lambda: predict(compiled, deterministic=True),
+                         lambda: predict(theirs, deterministic=True), n), "ms", "<= 2x"),
         ("learn() at the bench setup", *paired((ours, theirs), args.timesteps),
          "steps/s", ">= 1.0x"),
         ("learn() at the bench setup, compile_step", *paired((compiled, theirs), args.timesteps),
@@ -385,8 +414,8 @@ def main() -> None:
          "steps/s", ">= 2x"),
         ("txrl learn(), bench setup, bf16 vs fp32 pass", *paired((bf16, ours), args.timesteps),
          "steps/s", "(an option; GPU)"),
-        ("txrl acting step, M=1024 vs M=64", lambda: txrl_act_seconds(long_memory, n) * ms,
-         lambda: txrl_act_seconds(ours, n) * ms, "ms", "<= 2x"),
+        ("txrl acting step, M=1024 vs M=64",
+         *paired_latency(lambda: txrl_act(long_memory), lambda: txrl_act(ours), n), "ms", "<= 2x"),
         ("txrl trace bytes/transition, M=1024 vs 64",
          lambda: trace_bytes_per_transition(long_memory),
          lambda: trace_bytes_per_transition(ours), "B", "1.00x: independent of M"),
