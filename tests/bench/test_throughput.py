@@ -47,7 +47,7 @@ class WeightProducts(TorchDispatchMode):
 
 
 def test_the_products_floor_is_the_acting_steps_own_products(throughput: dict[str, Any]) -> None:
-    """``txrl_products_seconds`` times the products of ``step_products``: they must be the
+    """``txrl_products`` times the products of ``step_products``: they must be the
     products the acting step makes, one for one and of the same shapes, or the floor the
     README quotes would be of some other step."""
     model = throughput["build"]("txrl", "bench", ARGS, **SMALL)
@@ -69,15 +69,29 @@ def test_the_products_floor_is_the_acting_steps_own_products(throughput: dict[st
 def test_latency_figures_run_at_a_tiny_size(throughput: dict[str, Any]) -> None:
     ours = throughput["build"]("txrl", "bench", ARGS, **SMALL)
     theirs = throughput["build"]("recurrent", "bench", ARGS)
+    paired = throughput["paired_seconds"]
     figures = [
-        throughput["txrl_act_seconds"](ours, 3),
-        throughput["txrl_products_seconds"](ours, 3),
-        throughput["recurrent_forward_seconds"](theirs, 3),
-        throughput["predict_seconds"](ours, 3),
-        throughput["predict_seconds"](theirs, 3, deterministic=True),
+        *paired((throughput["txrl_act"](ours), throughput["recurrent_forward"](theirs)), 3),
+        *paired((throughput["txrl_products"](ours), throughput["predict"](ours)), 3),
+        *paired(
+            (throughput["predict"](theirs, deterministic=True), throughput["predict"](theirs)), 3
+        ),
     ]
     assert all(0 < seconds < 1 for seconds in figures)
     assert throughput["trace_bytes_per_transition"](ours) > 0
+
+
+def test_the_two_sides_of_a_latency_ratio_are_timed_in_alternating_blocks(
+    throughput: dict[str, Any],
+) -> None:
+    """Each side's warm-up calls come first, then blocks of ``block`` calls of each in turn,
+    until each side has ``repeats`` timed calls (the last block cut short)."""
+    calls: list[str] = []
+    first = (lambda: calls.append("a"), 2)
+    second = (lambda: calls.append("b"), 1)
+    figures = throughput["paired_seconds"]((first, second), 5, block=2)
+    assert "".join(calls) == "aab" + "aabb" + "aabb" + "ab"
+    assert len(figures) == 2 and all(seconds >= 0 for seconds in figures)
 
 
 def test_scaling_counts_flops_per_env_step_independent_of_the_envs() -> None:
