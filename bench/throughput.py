@@ -203,17 +203,25 @@ def paired_seconds(timed: tuple[Timed, Timed], repeats: int, block: int = 50) ->
     return [statistics.median(taken) for taken in times]
 
 
+def two_figures(
+    compute: Callable[[], list[float]],
+) -> tuple[Callable[[], float], Callable[[], float]]:
+    """The two figures ``compute()`` measures together, as the two callables a row takes (the
+    first runs the measurement, the second reads its other figure)."""
+    figures: list[float] = []
+
+    def first() -> float:
+        figures[:] = compute()
+        return figures[0]
+
+    return first, lambda: figures[1]
+
+
 def paired_latency(
     first: Callable[[], Timed], second: Callable[[], Timed], repeats: int
 ) -> tuple[Callable[[], float], Callable[[], float]]:
     """The two figures of :func:`paired_seconds` in ms, as the callables a row takes."""
-    figures: list[float] = []
-
-    def run_first() -> float:
-        figures[:] = [t * 1e3 for t in paired_seconds((first(), second()), repeats)]
-        return figures[0]
-
-    return run_first, lambda: figures[1]
+    return two_figures(lambda: [t * 1e3 for t in paired_seconds((first(), second()), repeats)])
 
 
 def build(algo: str, size: str, args: argparse.Namespace, **memory: Any) -> Any:
@@ -336,13 +344,7 @@ def paired(
     models: tuple[Any, Any], timesteps: int
 ) -> tuple[Callable[[], float], Callable[[], float]]:
     """The two figures of :func:`learn_steps_per_second`, as the callables a row takes."""
-    figures: list[float] = []
-
-    def first() -> float:
-        figures[:] = learn_steps_per_second(models, timesteps)
-        return figures[0]
-
-    return first, lambda: figures[1]
+    return two_figures(lambda: learn_steps_per_second(models, timesteps))
 
 
 def trace_bytes_per_transition(model: MemoryPPO) -> float:
