@@ -128,6 +128,14 @@ tensor metadata and global state only; 450 guards       -> 0.86-   step's other 
 tried, not kept: inductor's C++ GEMM template           no change  the template needs constant
 (``max_autotune``, ``max_autotune_gemm_backends``                  (frozen) weights; the step's
 ``CPP,ATEN``)                                                      weights change with training
+``compile_step``: the products on column-major copies   predict    x (8, in) by W^T runs faster
+of the weights (``txrl.nn.layout``: W^T contiguous,     det.       with W^T contiguous: 30 of the
+derived while the weights are unchanged and put in      1.20-1.21  step's products alone 555-690
+place of the parameters inside the graph; the heads'    -> 1.04-   -> 340-445 us. Column-major
+too), the fused q/k/v weight cached column-major        1.12 ms    parameters instead: train()
+                                                        (A/B, two  13-20 % slower (gradient and
+                                                        processes  fused-Adam copies); eager
+                                                        each)      swap 140 us a step: not used
 ======================================================  =========  ============================
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import math
 from types import TracebackType
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from txrl.nn.cache import ParameterCache
+from txrl.nn.layout import column_major
 
 
 def sinusoid_table(distances: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -147,6 +148,9 @@ class RelativeMultiHeadAttention(ParameterCache):
     """
 
     head_of_feature: torch.Tensor  # (D, H) buffer
+    #: the linears an acting step multiplies through :meth:`ring_weights` instead
+    #: (:func:`txrl.nn.layout.product_weight_paths`)
+    fused_in_acting: ClassVar[tuple[str, ...]] = ("query", "key_value", "position_key")
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -200,11 +204,17 @@ class RelativeMultiHeadAttention(ParameterCache):
           ``W_v z``: ``[W_q; W_q] / sqrt(E)`` with bias ``[u; v] / sqrt(E)``, then ``[W_kE; W_v]``
           (a sequence takes the first D rows and adds each bias); one pair for every K;
         * the positional keys per head (H, E, K) (:meth:`position_keys`), laid out for a
-          batched product per head."""
+          batched product per head.
+
+        Cached (gradients off), the weight is stored column-major
+        (:func:`txrl.nn.layout.column_major`), as an acting step's few rows multiply fastest
+        by it; with gradients on it keeps the parameters' layout."""
         weights = self._ring_parameters()
 
         def build() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             weight, bias = self.cached("query_weights", 0, weights[:4], self._query_weights)
+            if not torch.is_grad_enabled():
+                weight = column_major(weight)
             return weight, bias, self.position_keys(n_keys).permute(1, 2, 0).contiguous()
 
         return self.cached("ring_weights", n_keys, weights, build)

@@ -61,6 +61,39 @@ class _Entry(NamedTuple):
     storages: tuple[Any, ...]  # their storages, held so no new tensor takes their addresses
 
 
+def derived(
+    store: dict[Any, _Entry], key: Any, weights: tuple[torch.Tensor, ...], build: Callable[[], T]
+) -> T:
+    """``build()``, kept in ``store`` under ``key`` and reused while gradients are off and
+    ``weights`` (what it is derived from) stay the same tensors, unwritten (the module
+    docstring says what that covers); with gradients on, built anew each call."""
+    if torch.is_grad_enabled():
+        return build()
+    entry = store.get(key)
+    if entry is not None and entry.generation == _generation:
+        for w, old, version, address in zip(
+            weights, entry.weights, entry.versions, entry.addresses, strict=True
+        ):
+            if w is not old or w._version != version or w.data_ptr() != address:
+                break
+        else:
+            return entry.value  # built by this key's build()
+    generation = _generation  # as of before the build, so a step during it is not missed
+    # inference tensors whichever way gradients are off, so a compiled step that takes
+    # them as inputs (txrl.nn.memory) sees one kind
+    with torch.inference_mode():
+        value = build()
+    store[key] = _Entry(
+        value,
+        generation,
+        weights,
+        tuple(w.data_ptr() for w in weights),
+        tuple(w._version for w in weights),
+        tuple(w.untyped_storage() for w in weights),
+    )
+    return value
+
+
 class ParameterCache(nn.Module):
     """Mixin for modules that reuse tensors derived from their parameters while acting."""
 
@@ -79,32 +112,7 @@ class ParameterCache(nn.Module):
         """``build()`` (a tensor or a tuple of them), reused while gradients are off and
         ``weights`` stay the same tensors, unwritten; ``n`` tells apart entries of one
         ``name`` built for different sizes."""
-        if torch.is_grad_enabled():
-            return build()
-        key = (name, n)
-        entry = self._cache.get(key)
-        if entry is not None and entry.generation == _generation:
-            for w, old, version, address in zip(
-                weights, entry.weights, entry.versions, entry.addresses, strict=True
-            ):
-                if w is not old or w._version != version or w.data_ptr() != address:
-                    break
-            else:
-                return entry.value  # built by this key's build()
-        generation = _generation  # as of before the build, so a step during it is not missed
-        # inference tensors whichever way gradients are off, so a compiled step that takes
-        # them as inputs (txrl.nn.memory) sees one kind
-        with torch.inference_mode():
-            value = build()
-        self._cache[key] = _Entry(
-            value,
-            generation,
-            weights,
-            tuple(w.data_ptr() for w in weights),
-            tuple(w._version for w in weights),
-            tuple(w.untyped_storage() for w in weights),
-        )
-        return value
+        return derived(self._cache, (name, n), weights, build)
 
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         self._cache.clear()

@@ -17,6 +17,7 @@ from torch import nn
 
 from txrl.nn.attention import RingPlan
 from txrl.nn.blocks import attention_blocks
+from txrl.nn.layout import ProductWeights, laid_out
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
 
@@ -222,7 +223,8 @@ class LayerMemoryBackbone(Backbone):
             state = type(state)(*(field.clone() for field in state))
         # on a GPU, rollouts capture the step as a CUDA graph (txrl.sb3.graphs) instead
         if self.compiles_step and x.device.type == "cpu":
-            h, hidden, heads = self._compiled_ring_step(x[0], state, start, derived, head)
+            weights = self._step_weights()  # column-major copies (txrl.nn.layout)
+            h, hidden, heads = self._compiled_ring_step(x[0], state, start, derived, weights, head)
         else:
             h, hidden, keys, values = self._ring_layers(
                 x[0], state.keys, state.values, state.position, state.valid, start, derived
@@ -238,6 +240,7 @@ class LayerMemoryBackbone(Backbone):
         state: MemoryState,
         start: torch.Tensor,
         derived: list[tuple[torch.Tensor, ...]],
+        weights: dict[str, torch.Tensor] | None,
         head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
     ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
         """:meth:`_ring_step_in_place` through ``torch.compile`` (:meth:`_compiled_step`).
@@ -252,13 +255,28 @@ class LayerMemoryBackbone(Backbone):
             with torch.inference_mode():
                 x, start = (t if t.is_inference() else t.clone() for t in small)
         try:
-            return self._compiled_step()(x, *state, start, derived, head)
+            return self._compiled_step()(x, *state, start, derived, weights, head)
         except torch._dynamo.exc.BackendCompilerFailed as error:
             raise RuntimeError(
                 f"compile_step: torch.compile could not compile the acting step ({error}). "
                 "Install what it needs (a C++ compiler on a CPU), or set compile_step to "
                 "false (policy_kwargs backbone_kwargs, or policy.backbone_kwargs in a config)"
             ) from error
+
+    def _step_weights(self) -> dict[str, torch.Tensor]:
+        """Column-major copies of the weights of the step's products, by parameter name
+        (:mod:`txrl.nn.layout`), reused while the weights are unchanged; kept outside the
+        module's state, so a copy (``copy.deepcopy``, pickling) derives its own."""
+        held = self.__dict__.get("_product_weights")
+        if held is None:
+            held = self.__dict__["_product_weights"] = ProductWeights()
+        return held(self)
+
+    def clear_parameter_cache(self) -> None:
+        """Forget the copies of :meth:`_step_weights` (:meth:`on_parameters_changed`)."""
+        held = self.__dict__.get("_product_weights")
+        if held is not None:
+            held.clear()
 
     @property
     def compiles_step(self) -> bool:
@@ -283,6 +301,7 @@ class LayerMemoryBackbone(Backbone):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())
         state.pop("_compiled_step_fn", None)  # bound to this instance; a copy compiles its own
+        state.pop("_product_weights", None)  # copies of this instance's weights
         return state
 
     def _ring_step_in_place(
@@ -296,15 +315,18 @@ class LayerMemoryBackbone(Backbone):
         valid: torch.Tensor,
         start: torch.Tensor,
         derived: list[tuple[torch.Tensor, ...]],
+        weights: dict[str, torch.Tensor] | None,
         head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
     ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
         """A whole ring step on the state's fields (those of :class:`MemoryState`, in its
-        order): :meth:`_ring_layers`, the ring write (:meth:`_write_ring`) and ``head`` of
-        the output. Returns the output (B, D), the step's layer inputs (B, L, D) and what
-        ``head`` returned (empty without one)."""
-        h, new_hidden, keys, values = self._ring_layers(
-            x, memory_keys, memory_values, position, valid, start, derived
-        )
+        order): :meth:`_ring_layers`, with ``weights`` (None: the parameters) in place of
+        the parameters they name (:func:`txrl.nn.layout.laid_out`), the ring write
+        (:meth:`_write_ring`) and ``head`` of the output. Returns the output (B, D), the
+        step's layer inputs (B, L, D) and what ``head`` returned (empty without one)."""
+        with laid_out(self, weights):
+            h, new_hidden, keys, values = self._ring_layers(
+                x, memory_keys, memory_values, position, valid, start, derived
+            )
         fields = (hidden, memory_keys, memory_values, position, step, valid)
         self._write_ring(*fields, new_hidden, keys, values, start)
         return h, new_hidden, (() if head is None else head(h))

@@ -11,6 +11,7 @@ sits inside is a setting (``backbone=...``) with one alias class per built-in ch
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from typing import Any, ClassVar
 
@@ -30,6 +31,7 @@ from torch import nn
 
 from txrl.backbones import make_backbone, shared_settings
 from txrl.learners import MEMORY_POLICY_NAMES
+from txrl.nn.layout import ProductWeights, laid_out
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import as_state, clone_state
@@ -259,10 +261,19 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
     # ------------------------------------------------------------------ memory
 
     def on_parameters_changed(self) -> None:
-        """Drop the backbone's caches derived from the weights. They follow optimizer steps
-        (fused Adam's too), loaded weights and copies by themselves (:mod:`txrl.nn.cache`);
-        only a write through ``p.data``, which no version counter records, needs this call."""
+        """Drop the caches derived from the weights (the backbone's and the heads'). They
+        follow optimizer steps (fused Adam's too), loaded weights and copies by themselves
+        (:mod:`txrl.nn.cache`); only a write through ``p.data``, which no version counter
+        records, needs this call."""
         self.backbone.on_parameters_changed()
+        held = self.__dict__.get("_head_product_weights")
+        if held is not None:
+            held.clear()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())
+        state.pop("_head_product_weights", None)  # copies of this instance's weights
+        return state
 
     def initial_state(self, n_envs: int) -> Any:
         return self.backbone.initial_state(n_envs, device=self.device)
@@ -400,10 +411,28 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             return self.action_net(latent_pi).log_softmax(dim=-1), self.value_net(latent_vf), out
         # the heads run in the backbone's step (in its graph when it compiles its step)
         x = self._acting_features(obs)
-        (log_probs, values), out = stepper(
-            x, state, episode_starts[None], self._discrete_heads, trace=trace
-        )
+        head: Any = self._discrete_heads
+        if getattr(self.backbone, "compiles_step", False) and x.device.type == "cpu":
+            # in the compiled step, on column-major copies of their weights (txrl.nn.layout)
+            head = functools.partial(self._laid_out_heads, self._head_weights())
+        (log_probs, values), out = stepper(x, state, episode_starts[None], head, trace=trace)
         return log_probs, values, out
+
+    def _head_weights(self) -> dict[str, torch.Tensor]:
+        """Column-major copies of the heads' weights (:class:`txrl.nn.layout.ProductWeights`),
+        reused while the weights are unchanged; kept outside the module's state."""
+        held = self.__dict__.get("_head_product_weights")
+        if held is None:
+            held = ProductWeights(include=("mlp_extractor", "action_net", "value_net"))
+            self.__dict__["_head_product_weights"] = held
+        return held(self)
+
+    def _laid_out_heads(
+        self, weights: dict[str, torch.Tensor], latent: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`_discrete_heads` with ``weights`` in place of the parameters they name."""
+        with laid_out(self, weights):
+            return self._discrete_heads(latent)
 
     def _acting_features(self, obs: PyTorchObs) -> torch.Tensor:
         """The features extractor's output of one step's B observations -> (1, B, F)."""

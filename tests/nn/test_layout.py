@@ -1,0 +1,109 @@
+"""Column-major copies of the acting step's weights (``txrl.nn.layout``): the same values in
+another layout, the products they cover, reused while the weights stay unchanged and
+derived again after every kind of change, swapped in for a step and back."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from txrl.nn.layout import ProductWeights, column_major, laid_out, product_weight_paths
+
+from .conftest import small_backbone
+
+
+def test_column_major_keeps_shape_and_values_in_the_other_layout() -> None:
+    weight = torch.randn(5, 3, requires_grad=True)
+    copied = column_major(weight)
+    assert copied.shape == weight.shape and torch.equal(copied, weight)
+    assert copied.stride() == (1, 5), "column-major: W^T is contiguous"
+    assert copied.t().is_contiguous() and not copied.requires_grad
+    assert copied.untyped_storage().data_ptr() != weight.untyped_storage().data_ptr()
+
+
+def test_the_paths_are_the_step_products_not_the_fused_attention_linears() -> None:
+    backbone = small_backbone("gtrxl")
+    names = {".".join(path) for path in product_weight_paths(backbone)}
+    assert "embed.weight" in names
+    assert "blocks.0.attention.out.weight" in names
+    assert "blocks.1.gate_mlp.u_rz.weight" in names and "blocks.1.mlp.0.weight" in names
+    # the ring step multiplies by the attention's fused weight instead (ring_weights)
+    assert not any(n.endswith(("query.weight", "key_value.weight", "position_key.weight")) for n in names)  # fmt: skip
+    every_linear = [m for m in backbone.modules() if isinstance(m, nn.Linear)]
+    assert len(names) == len(every_linear) - 3 * len(backbone.blocks)  # type: ignore[arg-type]
+    # include: only the subtrees named
+    assert {".".join(p) for p in product_weight_paths(backbone, include=("embed",))} == {
+        "embed.weight"
+    }
+
+
+def test_copies_are_reused_until_the_weights_change_whichever_way() -> None:
+    backbone = small_backbone("gtrxl")
+    held = ProductWeights()
+    with torch.no_grad():
+        first = held(backbone)
+        assert held(backbone) is first, "unchanged weights: the same copies"
+        assert all(torch.equal(w, backbone.get_parameter(n)) for n, w in first.items())
+    # a fused optimizer's step (writes without bumping versions)
+    optimizer = torch.optim.Adam(backbone.parameters(), lr=0.1, fused=True)
+    for p in backbone.parameters():
+        p.grad = torch.ones_like(p)
+    optimizer.step()
+    with torch.no_grad():
+        second = held(backbone)
+    assert second is not first
+    assert torch.equal(second["embed.weight"], backbone.embed.weight)
+    # a load
+    other = small_backbone("gtrxl")
+    backbone.load_state_dict(other.state_dict())
+    with torch.no_grad():
+        assert torch.equal(held(backbone)["embed.weight"], other.embed.weight)
+    # another dtype (new tensors)
+    backbone.double()
+    with torch.no_grad():
+        assert held(backbone)["embed.weight"].dtype == torch.float64
+
+
+def test_a_changed_module_tree_is_walked_afresh() -> None:
+    backbone = small_backbone("gtrxl")
+    held = ProductWeights()
+    with torch.no_grad():
+        held(backbone)
+        # a replaced linear: its own weight, not the old one's copy
+        backbone.embed = nn.Linear(backbone.embed.in_features, backbone.embed.out_features)
+        assert torch.equal(held(backbone)["embed.weight"], backbone.embed.weight)
+        # a linear gone (here, its parent's child replaced by a module without it)
+        backbone.blocks[0].mlp[0] = nn.Identity()  # type: ignore[index]
+        names = held(backbone).keys()
+    assert "blocks.0.mlp.0.weight" not in names and "blocks.1.mlp.0.weight" in names
+
+
+def test_laid_out_swaps_the_weights_in_for_the_step_and_back() -> None:
+    backbone = small_backbone("gtrxl")
+    weight = backbone.embed.weight
+    x = torch.randn(4, backbone.input_dim)
+    with torch.no_grad():
+        copies = ProductWeights()(backbone)
+        with laid_out(backbone, copies):
+            assert backbone.embed.weight is copies["embed.weight"]
+            inside = backbone.embed(x)
+        with laid_out(backbone, None):
+            assert backbone.embed.weight is weight
+    assert backbone.embed.weight is weight and isinstance(weight, nn.Parameter)
+    assert torch.allclose(inside, backbone.embed(x), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("duplicate", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))])
+def test_a_copy_derives_its_own_and_on_parameters_changed_forgets(duplicate) -> None:
+    backbone = small_backbone("gtrxl")
+    with torch.no_grad():
+        backbone._step_weights()
+    assert "_product_weights" in backbone.__dict__
+    assert "_product_weights" not in duplicate(backbone).__dict__
+    held = backbone.__dict__["_product_weights"]
+    backbone.on_parameters_changed()  # e.g. after a write through p.data
+    assert not held._store and held._paths is None
