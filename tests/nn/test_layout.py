@@ -11,7 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from txrl.nn.layout import ProductWeights, column_major, laid_out, product_weight_paths
+from txrl.nn.layout import (
+    ProductWeights,
+    Swapped,
+    column_major,
+    laid_out,
+    product_weight_paths,
+)
 
 from .conftest import small_backbone
 
@@ -45,8 +51,8 @@ def test_copies_are_reused_until_the_weights_change_whichever_way() -> None:
     backbone = small_backbone("gtrxl")
     held = ProductWeights()
     with torch.no_grad():
-        first = held(backbone)
-        assert held(backbone) is first, "unchanged weights: the same copies"
+        first = held(backbone).by_name
+        assert held(backbone).by_name is first, "unchanged weights: the same copies"
         assert all(torch.equal(w, backbone.get_parameter(n)) for n, w in first.items())
     # a fused optimizer's step (writes without bumping versions)
     optimizer = torch.optim.Adam(backbone.parameters(), lr=0.1, fused=True)
@@ -54,18 +60,18 @@ def test_copies_are_reused_until_the_weights_change_whichever_way() -> None:
         p.grad = torch.ones_like(p)
     optimizer.step()
     with torch.no_grad():
-        second = held(backbone)
+        second = held(backbone).by_name
     assert second is not first
     assert torch.equal(second["embed.weight"], backbone.embed.weight)
     # a load
     other = small_backbone("gtrxl")
     backbone.load_state_dict(other.state_dict())
     with torch.no_grad():
-        assert torch.equal(held(backbone)["embed.weight"], other.embed.weight)
+        assert torch.equal(held(backbone).by_name["embed.weight"], other.embed.weight)
     # another dtype (new tensors)
     backbone.double()
     with torch.no_grad():
-        assert held(backbone)["embed.weight"].dtype == torch.float64
+        assert held(backbone).by_name["embed.weight"].dtype == torch.float64
 
 
 def test_a_changed_module_tree_is_walked_afresh() -> None:
@@ -75,10 +81,10 @@ def test_a_changed_module_tree_is_walked_afresh() -> None:
         held(backbone)
         # a replaced linear: its own weight, not the old one's copy
         backbone.embed = nn.Linear(backbone.embed.in_features, backbone.embed.out_features)
-        assert torch.equal(held(backbone)["embed.weight"], backbone.embed.weight)
+        assert torch.equal(held(backbone).by_name["embed.weight"], backbone.embed.weight)
         # a linear gone (here, its parent's child replaced by a module without it)
         backbone.blocks[0].mlp[0] = nn.Identity()  # type: ignore[index]
-        names = held(backbone).keys()
+        names = held(backbone).by_name.keys()
     assert "blocks.0.mlp.0.weight" not in names and "blocks.1.mlp.0.weight" in names
 
 
@@ -87,7 +93,7 @@ def test_laid_out_swaps_the_weights_in_for_the_step_and_back() -> None:
     weight = backbone.embed.weight
     x = torch.randn(4, backbone.input_dim)
     with torch.no_grad():
-        copies = ProductWeights()(backbone)
+        copies = ProductWeights()(backbone).by_name
         with laid_out(backbone, copies):
             assert backbone.embed.weight is copies["embed.weight"]
             inside = backbone.embed(x)
@@ -95,6 +101,42 @@ def test_laid_out_swaps_the_weights_in_for_the_step_and_back() -> None:
             assert backbone.embed.weight is weight
     assert backbone.embed.weight is weight and isinstance(weight, nn.Parameter)
     assert torch.allclose(inside, backbone.embed(x), rtol=1e-6, atol=1e-6)
+
+
+def test_swapped_puts_the_copies_in_for_an_eager_step_and_back_even_on_error() -> None:
+    backbone = small_backbone("gtrxl")
+    originals = dict(backbone.named_parameters())
+    with torch.no_grad():
+        laid = ProductWeights()(backbone)
+        with Swapped(laid.slots):
+            assert backbone.embed.weight is laid.by_name["embed.weight"]
+            assert backbone.blocks[1].gate_mlp.u_rz.weight.stride() == (1, 32)  # type: ignore[index]
+        assert dict(backbone.named_parameters()) == originals
+        with pytest.raises(RuntimeError, match="inside"), Swapped(laid.slots):
+            raise RuntimeError("inside")
+    assert all(p is originals[n] for n, p in backbone.named_parameters())
+    # a slot that cannot be written: the ones written before it are put back
+    broken = (*laid.slots[:2], (nn.Module(), "weight", torch.zeros(1)))
+    with pytest.raises(KeyError), Swapped(broken):
+        pass
+    assert all(p is originals[n] for n, p in backbone.named_parameters())
+
+
+def test_an_eager_acting_step_on_the_copies_equals_one_on_the_parameters() -> None:
+    # the eager ring step swaps the copies in on a CPU: the same outputs, the same memory
+    backbone = small_backbone("gtrxl")
+    gen = torch.Generator().manual_seed(0)
+    x, starts = torch.randn(6, 3, 5, generator=gen), torch.zeros(6, 3, dtype=torch.bool)
+    with torch.inference_mode():
+        state = backbone.initial_state(3)
+        outputs = []
+        for t in range(6):
+            out = backbone.step(x[t : t + 1], state, starts[t : t + 1])
+            outputs.append(out.output)
+        reference = backbone(x, backbone.initial_state(3), starts)[0]
+    assert "_product_weights" in backbone.__dict__, "the step took the copies"
+    assert torch.allclose(torch.cat(outputs), reference, rtol=1e-5, atol=1e-6)
+    assert all(isinstance(p, nn.Parameter) for p in backbone.parameters())
 
 
 @pytest.mark.parametrize("duplicate", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))])

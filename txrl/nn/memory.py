@@ -8,6 +8,7 @@ Legend: B envs, T steps, L layers (or depth steps), M memory slots, D width.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
@@ -17,7 +18,7 @@ from torch import nn
 
 from txrl.nn.attention import RingPlan
 from txrl.nn.blocks import attention_blocks
-from txrl.nn.layout import ProductWeights, laid_out
+from txrl.nn.layout import LaidOut, ProductWeights, Swapped, laid_out
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
 
@@ -222,13 +223,16 @@ class LayerMemoryBackbone(Backbone):
             # torch forbids writing inference tensors outside inference mode
             state = type(state)(*(field.clone() for field in state))
         # on a GPU, rollouts capture the step as a CUDA graph (txrl.sb3.graphs) instead
-        if self.compiles_step and x.device.type == "cpu":
-            weights = self._step_weights()  # column-major copies (txrl.nn.layout)
+        on_cpu = x.device.type == "cpu"
+        if self.compiles_step and on_cpu:
+            weights = self._step_weights().by_name  # column-major copies (txrl.nn.layout)
             h, hidden, heads = self._compiled_ring_step(x[0], state, start, derived, weights, head)
         else:
-            h, hidden, keys, values = self._ring_layers(
-                x[0], state.keys, state.values, state.position, state.valid, start, derived
-            )
+            # on a GPU, the parameters (a rollout's CUDA graph reads their addresses)
+            with Swapped(self._step_weights().slots) if on_cpu else contextlib.nullcontext():
+                h, hidden, keys, values = self._ring_layers(
+                    x[0], state.keys, state.values, state.position, state.valid, start, derived
+                )
             self._write_ring(*state, hidden, keys, values, start)
             heads = () if head is None else head(h)
         step_trace = self.trace_type(hidden=hidden[None]) if trace else None  # (1, B, L, D)
@@ -263,7 +267,7 @@ class LayerMemoryBackbone(Backbone):
                 "false (policy_kwargs backbone_kwargs, or policy.backbone_kwargs in a config)"
             ) from error
 
-    def _step_weights(self) -> dict[str, torch.Tensor]:
+    def _step_weights(self) -> LaidOut:
         """Column-major copies of the weights of the step's products, by parameter name
         (:mod:`txrl.nn.layout`), reused while the weights are unchanged; kept outside the
         module's state, so a copy (``copy.deepcopy``, pickling) derives its own."""

@@ -31,7 +31,7 @@ from torch import nn
 
 from txrl.backbones import make_backbone, shared_settings
 from txrl.learners import MEMORY_POLICY_NAMES
-from txrl.nn.layout import ProductWeights, laid_out
+from txrl.nn.layout import LaidOut, ProductWeights, laid_out
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import as_state, clone_state
@@ -414,11 +414,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         head: Any = self._discrete_heads
         if getattr(self.backbone, "compiles_step", False) and x.device.type == "cpu":
             # in the compiled step, on column-major copies of their weights (txrl.nn.layout)
-            head = functools.partial(self._laid_out_heads, self._head_weights())
+            head = functools.partial(self._laid_out_heads, self._head_weights().by_name)
         (log_probs, values), out = stepper(x, state, episode_starts[None], head, trace=trace)
         return log_probs, values, out
 
-    def _head_weights(self) -> dict[str, torch.Tensor]:
+    def _head_weights(self) -> LaidOut:
         """Column-major copies of the heads' weights (:class:`txrl.nn.layout.ProductWeights`),
         reused while the weights are unchanged; kept outside the module's state."""
         held = self.__dict__.get("_head_product_weights")
