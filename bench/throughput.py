@@ -134,8 +134,13 @@ derived while the weights are unchanged and put in      1.20-1.21  step's produc
 place of the parameters inside the graph; the heads'    -> 1.04-   -> 340-445 us. Column-major
 too), the fused q/k/v weight cached column-major        1.12 ms    parameters instead: train()
                                                         (A/B, two  13-20 % slower (gradient and
-                                                        processes  fused-Adam copies); eager
-                                                        each)      swap 140 us a step: not used
+                                                        processes  fused-Adam copies)
+                                                        each)
+the eager step on the same copies, put in the modules'  act vs     torch's reparametrization
+parameter dicts for the step (``Swapped``, two dict     forward    costs 140 us eager; the dict
+writes a weight)                                        2.65-3.07x writes about 15 us
+                                                        -> 2.36-
+                                                        2.89x
 ======================================================  =========  ============================
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process

@@ -47,6 +47,11 @@ def _optimizer_stepped(*_: Any) -> None:
     _generation += 1
 
 
+def generation() -> int:
+    """How many optimizer steps this process has taken (what an entry was built at)."""
+    return _generation
+
+
 register_optimizer_step_post_hook(_optimizer_stepped)
 
 

@@ -24,10 +24,11 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from txrl.nn.cache import derived
+from txrl.nn.cache import derived, generation
 
 #: a weight's place in a module tree: submodule names, then the parameter's name
 Path = tuple[str, ...]
+_KEY = "column_major"
 
 
 def column_major(weight: torch.Tensor) -> torch.Tensor:
@@ -92,6 +93,29 @@ class ProductWeights:
         self._store: dict[Any, Any] = {}
 
     def __call__(self, root: nn.Module) -> LaidOut:
+        # the hit, every step: the walk and derived()'s check in one loop (a third of the
+        # time of the two apart, ~10 us for a GTrXL 3 x 128 step's 28 weights)
+        entry = self._store.get(_KEY)
+        paths = self._paths
+        if entry is not None and paths is not None and entry.generation == generation():
+            try:
+                for path, old, version, address in zip(
+                    paths, entry.weights, entry.versions, entry.addresses, strict=True
+                ):
+                    module = root
+                    for name in path[:-1]:
+                        module = module._modules[name]  # type: ignore[assignment]
+                    w = module._parameters[path[-1]]
+                    if w is not old or w._version != version or w.data_ptr() != address:
+                        break
+                else:
+                    return entry.value
+            except (KeyError, TypeError, AttributeError):  # a module or weight went
+                pass
+        return self._walk(root)
+
+    def _walk(self, root: nn.Module) -> LaidOut:
+        """The weights as the tree has them now, their copies derived again if they changed."""
         if self._paths is None:
             self._paths = product_weight_paths(root, self.include)
         paths = self._paths
@@ -100,7 +124,7 @@ class ProductWeights:
         if len(held) < len(found):  # a module went: walk the tree again
             self._paths = None
             self._store.clear()
-            return self(root)
+            return self._walk(root)
 
         def build() -> LaidOut:
             by_name, slots = {}, []
@@ -110,7 +134,7 @@ class ProductWeights:
                     slots.append((module, path[-1], copied))
             return LaidOut(by_name, tuple(slots))
 
-        return derived(self._store, "column_major", tuple(w for _, w in held), build)
+        return derived(self._store, _KEY, tuple(w for _, w in held), build)
 
     def clear(self) -> None:
         """Forget the copies (needed only after a write through ``p.data``: txrl.nn.cache)."""
