@@ -16,7 +16,8 @@ LSTM ("quick-start size").
 Printed: one acting step (``policy.act``, B = 8, full memory) against one RecurrentPPO
 ``policy.forward``, with two bounds on it: the step's weight products alone (its 37
 ``(8, in) x (in, out)`` products with its weights, no other op: what any fp32
-implementation pays) and the same step at d_model 8 (its products negligible: the per-op
+implementation pays; on the column-major copies the step takes, and those against row-major
+weights) and the same step at d_model 8 (its products negligible: the per-op
 cost); ``model.predict`` (the path of SB3's ``evaluate_policy``) against RecurrentPPO's;
 the acting step and ``predict`` again with the ``compile_step`` setting (the acting step,
 its ring write and heads included, compiled by ``torch.compile``; it compiles at the first
@@ -133,7 +134,7 @@ of the weights (``txrl.nn.layout``: W^T contiguous,     det.       with W^T cont
 derived while the weights are unchanged and put in      1.20-1.21  step's products alone 555-690
 place of the parameters inside the graph; the heads'    -> 1.04-   -> 340-445 us. Column-major
 too), the fused q/k/v weight cached column-major        1.12 ms    parameters instead: train()
-                                                        (A/B, two  13-20 % slower (gradient and
+                                                        (A/B, two  13-21 % slower (gradient and
                                                         processes  fused-Adam copies)
                                                         each)
 the eager step on the same copies, put in the modules'  act vs     torch's reparametrization
@@ -188,6 +189,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import MemoryPPO
 from txrl.nn.attention import RelativeMultiHeadAttention
+from txrl.nn.layout import column_major
 from txrl.nn.state import state_nbytes
 
 TASK = "txrl/TMazePassive-v0"
@@ -293,10 +295,15 @@ def step_products(policy: Any) -> list[tuple[torch.Tensor, torch.Tensor | None]]
     return products
 
 
-def txrl_products(model: MemoryPPO) -> Timed:
+def txrl_products(model: MemoryPPO, column_major_copies: bool = True) -> Timed:
     """The acting step's weight products alone (:func:`step_products` on B rows each): what
-    a step costs with no per-op cost at all, a floor for any implementation in fp32."""
-    products = step_products(model.policy)
+    a step costs with no per-op cost at all, a floor for any implementation in fp32. On
+    column-major copies of the weights, as the acting step on a CPU takes them
+    (:mod:`txrl.nn.layout`), or, with ``column_major_copies=False``, on row-major weights
+    (``nn.Linear``'s layout, what the step took before)."""
+    laid_out = column_major if column_major_copies else torch.Tensor.contiguous
+    with torch.inference_mode():
+        products = [(laid_out(w), b) for w, b in step_products(model.policy)]
     rows = [torch.randn(model.n_envs, weight.shape[1]) for weight, _ in products]
 
     def step() -> None:
@@ -414,6 +421,10 @@ def main() -> None:
         ("  its weight products alone (vs forward)",
          *paired_latency(lambda: txrl_products(ours), lambda: recurrent_forward(theirs), n),
          "ms", "(a floor)"),
+        ("  the same, column-major vs row-major",
+         *paired_latency(lambda: txrl_products(ours),
+                         lambda: txrl_products(ours, column_major_copies=False), n),
+         "ms", "(txrl.nn.layout)"),
         ("  the same step at d_model 8 (vs forward)",
          *paired_latency(lambda: txrl_act(narrow), lambda: recurrent_forward(theirs), n),
          "ms", "(per-op cost)"),

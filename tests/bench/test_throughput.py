@@ -74,6 +74,13 @@ def test_latency_figures_run_at_a_tiny_size(throughput: dict[str, Any]) -> None:
         *paired((throughput["txrl_act"](ours), throughput["recurrent_forward"](theirs)), 3),
         *paired((throughput["txrl_products"](ours), throughput["predict"](ours)), 3),
         *paired(
+            (
+                throughput["txrl_products"](ours, column_major_copies=False),
+                throughput["predict"](ours),
+            ),
+            3,
+        ),
+        *paired(
             (throughput["predict"](theirs, deterministic=True), throughput["predict"](theirs)), 3
         ),
     ]

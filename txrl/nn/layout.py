@@ -8,12 +8,15 @@ lies contiguous in memory, i.e. W is kept column-major (``W.t().contiguous().t()
 across W's rows: 30 products of a GTrXL 3 x 128 step (4.9 MB) at B = 8 took 340-445 us
 against 555-690 us. The training pass, whose products have thousands of rows, runs slower
 with column-major parameters (their gradients are copied to the parameters' layout, and
-fused Adam copies non-contiguous parameters: one ``train()`` at the bench setup took 13-20 %
+fused Adam copies non-contiguous parameters: one ``train()`` at the bench setup took 13-21 %
 longer), so the parameters keep their layout and the acting step runs on column-major
 copies, derived and reused while the weights stay unchanged like the attention's fused
 weights (:func:`txrl.nn.cache.derived`), and put in place of the parameters for the step
 (:func:`torch.nn.utils.stateless._reparametrize_module`, which ``torch.compile`` traces, so
-inside a compiled step the swap costs nothing).
+inside a compiled step the swap costs nothing); an eager step writes them into the modules'
+parameter dicts for the step and back (:class:`Swapped`). So during an acting step on a CPU, a
+linear's ``weight`` is its copy, a plain tensor of the same values (a forward hook reading it
+sees that); outside the step, and on other devices, the parameters are as they always are.
 """
 
 from __future__ import annotations
