@@ -142,6 +142,12 @@ parameter dicts for the step (``Swapped``, two dict     forward    costs 140 us 
 writes a weight)                                        2.65-3.07x writes about 15 us
                                                         -> 2.36-
                                                         2.89x
+eager attention over the memory: the query spread over  act M=1024 the scores' batched product
+the heads kept row-major (an (H, D) one-hot buffer)     vs M=64    took 1.4 ms a layer at M =
+instead of with H fastest (a (D, H) buffer's ``.T``)    4.85x ->   1024 with H fastest (MKL's
+                                                        2.12x (A/B slow path for that operand),
+                                                        in two     0.23 ms row-major; M = 64
+                                                        processes) unchanged
 ======================================================  =========  ============================
 
 Around the compiled call of ``predict`` (commit 3358b0e, bench setup, timed loops of 2,000-5,000
