@@ -153,8 +153,9 @@ instead of with H fastest (a (D, H) buffer's ``.T``)    4.85x ->   1024 with H f
 Around the compiled call of ``predict`` (commit 3358b0e, bench setup, timed loops of 2,000-5,000
 calls, the machine's speed varying by up to half between processes): Dynamo's guard check 21 us
 (its guard manager's ``check`` alone, 552 guards), the check that the column-major copies are
-current 22-40 us for the backbone's 28 weights and 4-10 us for the heads' 6, the attention's
-fused weights 14 us for 3 layers.
+current 22-40 us for the backbone's 28 weights (12-21 us since each module on their paths is
+looked up once, commit after 59bc4b5) and 4-10 us for the heads' 6, the attention's fused
+weights 14 us for 3 layers.
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process
 with other jobs on the machine (their medians move by up to 2x from run to run). The same
