@@ -154,7 +154,7 @@ Around the compiled call of ``predict`` (commit 3358b0e, bench setup, timed loop
 calls, the machine's speed varying by up to half between processes): Dynamo's guard check 21 us
 (its guard manager's ``check`` alone, 552 guards), the check that the column-major copies are
 current 22-40 us for the backbone's 28 weights (12-21 us since each module on their paths is
-looked up once, commit after 59bc4b5) and 4-10 us for the heads' 6, the attention's fused
+looked up once, commit 368ec47) and 4-10 us for the heads' 6, the attention's fused
 weights 14 us for 3 layers.
 
 The act and predict figures of the new rows are minimums over 5 x 200 calls in one process

@@ -88,6 +88,23 @@ def test_a_changed_module_tree_is_walked_afresh() -> None:
     assert "blocks.0.mlp.0.weight" not in names and "blocks.1.mlp.0.weight" in names
 
 
+def test_a_replaced_inner_module_is_seen_by_the_steps_check() -> None:
+    # the check looks each module on the weights' paths up once (a shared block once for all
+    # its linears): a whole block replaced is seen, as a changed weight is
+    backbone = small_backbone("gtrxl")
+    held = ProductWeights()
+    with torch.no_grad():
+        first = held(backbone)
+        nodes, leaves = held._plan  # type: ignore[misc]
+        assert len(leaves) == len(first.by_name)
+        assert [name for _, name in nodes].count("blocks") == 1, "a shared module, looked up once"
+        backbone.blocks[1] = copy.deepcopy(backbone.blocks[1])  # type: ignore[index]
+        second = held(backbone)
+    assert second is not first
+    assert second.by_name["blocks.1.mlp.0.weight"] is not first.by_name["blocks.1.mlp.0.weight"]
+    assert torch.equal(second.by_name["blocks.1.mlp.0.weight"], backbone.blocks[1].mlp[0].weight)  # type: ignore[index]
+
+
 def test_laid_out_swaps_the_weights_in_for_the_step_and_back() -> None:
     backbone = small_backbone("gtrxl")
     weight = backbone.embed.weight
