@@ -5,8 +5,8 @@ few envs, W (out, in) as ``nn.Linear`` keeps it (rows of ``in`` numbers). On the
 project measures on (MKL, one thread), that product runs about a third faster when ``W^T``
 lies contiguous in memory, i.e. W is kept column-major (``W.t().contiguous().t()``: the same
 (out, in) tensor to every op, only its strides differ), than when the product reads ``W^T``
-across W's rows: 30 products of a GTrXL 3 x 128 step (4.9 MB) at B = 8 took 340-445 us
-against 555-690 us. The training pass, whose products have thousands of rows, runs slower
+across W's rows: the 37 products of a GTrXL 3 x 128 step at B = 8 took 0.36-0.49 ms against
+0.54-0.73 ms (``bench/throughput.py``'s "column-major vs row-major" row). The training pass, whose products have thousands of rows, runs slower
 with column-major parameters (their gradients are copied to the parameters' layout, and
 fused Adam copies non-contiguous parameters: one ``train()`` at the bench setup took 13-21 %
 longer), so the parameters keep their layout and the acting step runs on column-major
