@@ -163,6 +163,6 @@ def test_a_copy_derives_its_own_and_on_parameters_changed_forgets(duplicate) -> 
         backbone._step_weights()
     assert "_product_weights" in backbone.__dict__
     assert "_product_weights" not in duplicate(backbone).__dict__
-    held = backbone.__dict__["_product_weights"]
+    (held,) = backbone.__dict__["_product_weights"].values()
     backbone.on_parameters_changed()  # e.g. after a write through p.data
     assert not held._store and held._paths is None

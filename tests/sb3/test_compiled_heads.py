@@ -57,8 +57,8 @@ def test_compiled_heads_follow_weights_loads_and_batch_sizes() -> None:
     # on column-major copies of the backbone's and the heads' weights (txrl.nn.layout), kept
     # out of a copy's state
     assert "_product_weights" in compiled.policy.backbone.__dict__
-    assert "_head_product_weights" in compiled.policy.__dict__
-    assert "_head_product_weights" not in copy.deepcopy(compiled.policy).__dict__
+    assert "_product_weights" in compiled.policy.__dict__
+    assert "_product_weights" not in copy.deepcopy(compiled.policy).__dict__
     # optimizer steps (fused Adam) change the weights the compiled step reads
     compiled.learn(8 * 3)
     eager.policy.load_state_dict(compiled.policy.state_dict())

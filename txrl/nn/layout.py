@@ -170,6 +170,28 @@ def _lookup_plan(paths: list[Path]) -> _Plan:
     return tuple(nodes), tuple(leaves)
 
 
+#: where :func:`product_weights` keeps a module's :class:`ProductWeights` (in its ``__dict__``,
+#: outside its state: ``__getstate__`` drops it, so a copy derives its own)
+HELD = "_product_weights"
+
+
+def product_weights(module: nn.Module, include: tuple[str, ...] | None = None) -> LaidOut:
+    """:class:`ProductWeights` of ``module`` (under the submodules in ``include``, or all),
+    held by the module between calls."""
+    held: dict[Any, ProductWeights] = module.__dict__.setdefault(HELD, {})
+    weights = held.get(include)
+    if weights is None:
+        weights = held[include] = ProductWeights(include)
+    return weights(module)
+
+
+def forget_product_weights(module: nn.Module) -> None:
+    """Drop the copies :func:`product_weights` holds for ``module`` (needed only after a
+    write through ``p.data``: txrl.nn.cache)."""
+    for weights in module.__dict__.get(HELD, {}).values():
+        weights.clear()
+
+
 def laid_out(module: nn.Module, weights: dict[str, torch.Tensor] | None) -> Any:
     """A context in which ``module``'s parameters named in ``weights`` are those tensors
     (:attr:`LaidOut.by_name`), through torch's ``_reparametrize_module``, which

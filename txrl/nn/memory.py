@@ -18,7 +18,14 @@ from torch import nn
 
 from txrl.nn.attention import RingPlan
 from txrl.nn.blocks import attention_blocks
-from txrl.nn.layout import LaidOut, ProductWeights, Swapped, laid_out
+from txrl.nn.layout import (
+    HELD,
+    LaidOut,
+    Swapped,
+    forget_product_weights,
+    laid_out,
+    product_weights,
+)
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
 
@@ -269,18 +276,12 @@ class LayerMemoryBackbone(Backbone):
 
     def _step_weights(self) -> LaidOut:
         """Column-major copies of the weights of the step's products, by parameter name
-        (:mod:`txrl.nn.layout`), reused while the weights are unchanged; kept outside the
-        module's state, so a copy (``copy.deepcopy``, pickling) derives its own."""
-        held = self.__dict__.get("_product_weights")
-        if held is None:
-            held = self.__dict__["_product_weights"] = ProductWeights()
-        return held(self)
+        (:func:`txrl.nn.layout.product_weights`), reused while the weights are unchanged."""
+        return product_weights(self)
 
     def clear_parameter_cache(self) -> None:
         """Forget the copies of :meth:`_step_weights` (:meth:`on_parameters_changed`)."""
-        held = self.__dict__.get("_product_weights")
-        if held is not None:
-            held.clear()
+        forget_product_weights(self)
 
     @property
     def compiles_step(self) -> bool:
@@ -305,7 +306,7 @@ class LayerMemoryBackbone(Backbone):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())
         state.pop("_compiled_step_fn", None)  # bound to this instance; a copy compiles its own
-        state.pop("_product_weights", None)  # copies of this instance's weights
+        state.pop(HELD, None)  # copies of this instance's weights (txrl.nn.layout)
         return state
 
     def _ring_step_in_place(

@@ -31,7 +31,7 @@ from torch import nn
 
 from txrl.backbones import make_backbone, shared_settings
 from txrl.learners import MEMORY_POLICY_NAMES
-from txrl.nn.layout import LaidOut, ProductWeights, laid_out
+from txrl.nn.layout import HELD, LaidOut, forget_product_weights, laid_out, product_weights
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import as_state, clone_state
@@ -266,13 +266,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         (:mod:`txrl.nn.cache`); only a write through ``p.data``, which no version counter
         records, needs this call."""
         self.backbone.on_parameters_changed()
-        held = self.__dict__.get("_head_product_weights")
-        if held is not None:
-            held.clear()
+        forget_product_weights(self)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())
-        state.pop("_head_product_weights", None)  # copies of this instance's weights
+        state.pop(HELD, None)  # copies of this instance's weights (txrl.nn.layout)
         return state
 
     def initial_state(self, n_envs: int) -> Any:
@@ -419,13 +417,9 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         return log_probs, values, out
 
     def _head_weights(self) -> LaidOut:
-        """Column-major copies of the heads' weights (:class:`txrl.nn.layout.ProductWeights`),
-        reused while the weights are unchanged; kept outside the module's state."""
-        held = self.__dict__.get("_head_product_weights")
-        if held is None:
-            held = ProductWeights(include=("mlp_extractor", "action_net", "value_net"))
-            self.__dict__["_head_product_weights"] = held
-        return held(self)
+        """Column-major copies of the heads' weights (:func:`txrl.nn.layout.product_weights`),
+        reused while the weights are unchanged."""
+        return product_weights(self, include=("mlp_extractor", "action_net", "value_net"))
 
     def _laid_out_heads(
         self, weights: dict[str, torch.Tensor], latent: torch.Tensor
