@@ -27,7 +27,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from txrl.callbacks import StopOnInterrupt
 from txrl.config import TrainConfig
 from txrl.learners import get_learner
-from txrl.run_envs import make_eval_env
+from txrl.run_envs import EVAL_SEED_OFFSET, make_eval_env
 from txrl.rundir import Run, TrainResult
 
 
@@ -60,7 +60,7 @@ def main(
 
     # 2. Environments: training envs (restored when resuming) and separate eval envs.
     env = run.envs()
-    eval_env = make_eval_env(config)
+    eval_env = make_eval_env(config, seed=config.seed + EVAL_SEED_OFFSET)
 
     # 3. The learner: new, or the checkpoint's (weights, optimizer, step count, memory, RNG).
     algorithm = get_learner(config.algo).algorithm_class()

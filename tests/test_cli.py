@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 import txrl.envs  # noqa: F401 - registers the tasks
-from tests._runs import crash_after, tiny
+from tests._runs import crash_after, tiny, train_tiny
 from txrl import MemoryPPO, cli
 from txrl.checkpoint import (
     BEST_CHECKPOINT,
@@ -321,3 +322,34 @@ def test_inspect_probe_writes_held_out_accuracy_per_layer_against_chance(
         cli.main(["inspect", str(run_dir), "--probe", "nonsense", "--out", str(out)])
     assert exit_info.value.code == 2
     assert "unknown probe target 'nonsense'; valid: cue" in capsys.readouterr().err
+
+
+def test_eval_judges_on_seeds_apart_from_the_training_evaluations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The episodes ``txrl eval`` plays by default are not those that chose the best
+    checkpoint or stopped the run: every env seed of the judging evaluation differs from
+    every env seed of the evaluations during training."""
+    import txrl.run_envs as run_envs
+
+    seeds: dict[str, set[int]] = {"train": set(), "judge": set()}
+    phase = "train"
+    make_envs = run_envs.make_envs
+    reseed = DummyVecEnv.seed
+
+    def recording_make_envs(config, n_envs, seed, **kwargs):  # type: ignore[no-untyped-def]
+        seeds[phase].update(range(seed, seed + n_envs))
+        return make_envs(config, n_envs, seed, **kwargs)
+
+    def recording_seed(self, seed=None):  # type: ignore[no-untyped-def]
+        if seed is not None:
+            seeds[phase].update(range(seed, seed + self.num_envs))
+        return reseed(self, seed)
+
+    monkeypatch.setattr(run_envs, "make_envs", recording_make_envs)
+    monkeypatch.setattr(DummyVecEnv, "seed", recording_seed)
+    run_dir = train_tiny(tmp_path)
+    phase = "judge"
+    assert cli.main(["eval", str(run_dir), "--episodes", "4", "--json"]) == 0
+    assert seeds["judge"], "the judging evaluation made no envs"
+    assert not seeds["judge"] & seeds["train"], sorted(seeds["judge"] & seeds["train"])

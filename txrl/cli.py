@@ -238,7 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--episodes", type=_positive_int, help="default: the config's eval.episodes"
     )
-    evaluate.add_argument("--seed", type=int, help="first seed of the eval envs")
+    evaluate.add_argument(
+        "--seed",
+        type=int,
+        help="first seed of the eval envs (default: the run's seed + 2,000,000, apart from the "
+        "seeds of its evaluations during training)",
+    )
     evaluate.add_argument(
         "--stochastic", action="store_true", help="sample actions instead of greedy"
     )

@@ -175,7 +175,8 @@ def evaluate_checkpoint(
 
     The checkpoint carries its config, so the same env (and observation normalisation) is
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
-    eval seeds used during training. Returns :meth:`EvalResult.summary` plus where from.
+    judging seeds (:data:`txrl.run_envs.JUDGE_SEED_OFFSET`), apart from those of the
+    evaluations during training, which chose the best checkpoint and may have stopped the run. Returns :meth:`EvalResult.summary` plus where from.
     """
     import_dynamo_without_litter()  # loading builds an optimizer (see its doc)
     checkpoint = resolve_checkpoint(target, best=best)

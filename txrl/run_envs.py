@@ -21,7 +21,13 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 from txrl.checkpoint import ResumeState
 from txrl.config import TrainConfig
 
-EVAL_SEED_OFFSET = 1_000_000  # eval envs use seeds disjoint from the training envs'
+#: Seeds of the eval envs during training (periodic evaluations, ``eval.stop_at``, the best
+#: checkpoint): ``config.seed + EVAL_SEED_OFFSET + i`` for env i, apart from the training envs'.
+EVAL_SEED_OFFSET = 1_000_000
+#: Seeds of a judging evaluation after training (``txrl eval``, ``txrl inspect``):
+#: ``config.seed + JUDGE_SEED_OFFSET + i``. Apart from the training-time evaluations', so the
+#: episodes that judge a run are never those that chose its best checkpoint or stopped it.
+JUDGE_SEED_OFFSET = 2_000_000
 
 
 # ---------------------------------------------------------------------------- environments
@@ -80,9 +86,12 @@ def make_train_env(config: TrainConfig) -> VecEnv:
 def make_eval_env(
     config: TrainConfig, *, episodes: int | None = None, seed: int | None = None
 ) -> VecEnv:
-    """Eval envs (in-process); with frozen observation normalisation when training uses it."""
+    """Eval envs (in-process); with frozen observation normalisation when training uses it.
+
+    ``seed`` is the first env's seed; ``None``: the judging seeds,
+    ``config.seed + JUDGE_SEED_OFFSET`` (the periodic evaluations pass theirs)."""
     episodes = episodes or config.eval.episodes
-    seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
+    seed = config.seed + JUDGE_SEED_OFFSET if seed is None else seed
     env = make_envs(config, min(config.eval.n_envs, episodes), seed)
     if config.env.normalize_obs:
         env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False)

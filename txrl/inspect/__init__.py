@@ -159,13 +159,13 @@ def _play(
     """Load the checkpoint, make its eval env and record ``episodes`` episodes."""
     from txrl.checkpoint import read_checkpoint_config, resolve_checkpoint
     from txrl.evaluate import load_checkpoint_model, make_checkpoint_eval_env
-    from txrl.run_envs import EVAL_SEED_OFFSET
+    from txrl.run_envs import JUDGE_SEED_OFFSET
 
     if episodes < 1:
         raise InspectError(f"episodes must be >= 1, got {episodes}")
     checkpoint = resolve_checkpoint(target)
     config = read_checkpoint_config(checkpoint)
-    seed = config.seed + EVAL_SEED_OFFSET if seed is None else seed
+    seed = config.seed + JUDGE_SEED_OFFSET if seed is None else seed
     messages: list[str] = []
     env = None
     if video:
