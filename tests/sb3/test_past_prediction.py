@@ -125,3 +125,19 @@ def test_config_checks_the_offsets_against_the_learner() -> None:
         resolve(TrainConfig.from_dict(rppo))
     ok = TrainConfig.from_dict(dict(tiny, policy=SMALL | {"predict_past": [1, 4]}))
     assert resolve(ok).policy.policy_kwargs()["predict_past"] == [1, 4]
+
+
+@pytest.mark.parametrize("algo", [MemoryPPO, VMPO])
+@pytest.mark.parametrize(
+    "aux", [{"predict_past": [1, 2]}, {"reconstruct_observation": True}], ids=["past", "recon"]
+)
+def test_auxiliary_modules_leave_the_shared_initial_weights_as_they_are(
+    algo: type, aux: dict
+) -> None:
+    """At a given seed, turning an auxiliary loss on adds its modules and changes no weight
+    the policy has without it, so a paired on/off study differs only in the loss."""
+    plain = model(algo).policy.state_dict()
+    with_aux = model(algo, **aux).policy.state_dict()
+    assert set(plain) < set(with_aux)
+    for name, tensor in plain.items():
+        torch.testing.assert_close(with_aux[name], tensor, rtol=0, atol=0, msg=name)

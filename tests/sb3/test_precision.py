@@ -123,3 +123,34 @@ def test_config_passes_it_to_memory_learners_and_refuses_it_for_recurrent_ppo() 
         resolve(TrainConfig.from_dict(rppo))
     with pytest.raises(ConfigError, match="training_precision"):
         TrainConfig.from_dict({"policy": {"training_precision": "fp16"}})
+
+
+@pytest.mark.parametrize("algo", [MemoryPPO, VMPO])
+def test_a_float64_policy_trains_and_its_training_pass_matches_acting(algo: type) -> None:
+    """``policy.to(torch.float64)`` acts and trains in float64: the training pass keeps the
+    heads' dtype (it casts to fp32 only after a bf16 trunk) and recomputes the rollout's
+    log-probabilities and values to the rollout buffer's float32 rounding."""
+    model = algo(
+        "MlpGTrXLPolicy",
+        tmaze(),
+        n_steps=32,
+        batch_size=128,
+        segment_length=8,
+        n_epochs=1,
+        seed=0,
+        policy_kwargs=SMALL,
+    )
+    model.policy.to(torch.float64)
+    before = {k: v.clone() for k, v in model.policy.named_parameters()}
+    model.learn(256)
+    params = dict(model.policy.named_parameters())
+    assert all(p.dtype == torch.float64 for p in params.values())
+    assert any(not torch.equal(before[k], p) for k, p in params.items())
+    callback = model._init_callback(None)
+    assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
+    model.policy.set_training_mode(True)
+    with torch.no_grad():
+        values, log_prob, old_values, old_log_prob = recompute(model)
+    assert values.dtype == log_prob.dtype == torch.float64
+    torch.testing.assert_close(log_prob, old_log_prob.to(log_prob), rtol=0, atol=1e-5)
+    torch.testing.assert_close(values, old_values.to(values), rtol=0, atol=1e-5)

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.distributions import Distribution
-from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
-from stable_baselines3.common.preprocessing import is_image_space
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.preprocessing import is_image_space, preprocess_obs
 from stable_baselines3.common.torch_layers import (
     BaseFeaturesExtractor,
     FlattenExtractor,
@@ -204,11 +204,17 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             activation_fn=self.activation_fn,
             device=self.device,
         )
-        if self.predict_past:
-            # one product for every offset: (..., D) -> (..., K * F)
-            self.past_heads = nn.Linear(memory_dim, len(self.predict_past) * int(self.features_dim))
-        if self.reconstruct_observation:
-            self.observation_decoder = ObservationDecoder(self.observation_space, memory_dim)
+        # The auxiliary modules draw their initial weights from a fork of the generator, so
+        # the weights the policy shares with and without them (the heads SB3 builds next)
+        # start the same at a given seed, and a paired on/off study differs only in the loss.
+        with torch.random.fork_rng(devices=[]):
+            if self.predict_past:
+                # one product for every offset: (..., D) -> (..., K * F)
+                self.past_heads = nn.Linear(
+                    memory_dim, len(self.predict_past) * int(self.features_dim)
+                )
+            if self.reconstruct_observation:
+                self.observation_decoder = ObservationDecoder(self.observation_space, memory_dim)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
@@ -298,7 +304,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         t, b = episode_starts.shape
         # the one shared extractor (__init__ refuses share_features_extractor=False); the base
         # class's method, typed as the tensor it returns, where ActorCriticPolicy's may pair it
-        features = BasePolicy.extract_features(self, obs, self.features_extractor)  # (X, F)
+        features = self._features(obs)  # (X, F)
         x = features.reshape(t, b, -1)  # (X, F) -> (T, B, F)
         if acting:
             out = self.backbone.step(x, state, episode_starts, trace=trace)
@@ -428,9 +434,27 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         with laid_out(self, weights):
             return self._discrete_heads(latent)
 
+    def _parameter_dtype(self) -> torch.dtype:
+        """The dtype the policy's parameters are kept in (float32 unless moved)."""
+        return next(self.backbone.parameters()).dtype
+
+    def _features(self, obs: PyTorchObs) -> torch.Tensor:
+        """The one shared extractor's output of X observations -> (X, F), the observations
+        preprocessed as SB3 does (which gives float32) and then cast to the policy's dtype,
+        so a policy moved to float64 acts and trains in float64."""
+        preprocessed = preprocess_obs(
+            obs, self.observation_space, normalize_images=self.normalize_images
+        )
+        dtype = self._parameter_dtype()
+        if isinstance(preprocessed, dict):
+            preprocessed = {key: value.to(dtype) for key, value in preprocessed.items()}
+        else:
+            preprocessed = preprocessed.to(dtype)
+        return self.features_extractor(preprocessed)
+
     def _acting_features(self, obs: PyTorchObs) -> torch.Tensor:
         """The features extractor's output of one step's B observations -> (1, B, F)."""
-        features = BasePolicy.extract_features(self, obs, self.features_extractor)  # (B, F)
+        features = self._features(obs)  # (B, F)
         return features[None]
 
     def _discrete_heads(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -465,8 +489,10 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             latent_pi, latent_vf, out = self._latent(
                 obs, state, episode_starts, stats=stats, aux=True, next_state=False
             )
-        # the heads, the distribution and the losses in fp32 whatever the trunk ran in
-        latent_pi, latent_vf = latent_pi.float(), latent_vf.float()
+        # the heads, the distribution and the losses in the heads' precision (fp32 when the
+        # trunk ran under bf16 autocast, fp64 for a policy moved to float64)
+        dtype = self._parameter_dtype()
+        latent_pi, latent_vf = latent_pi.to(dtype), latent_vf.to(dtype)
         distribution = self._get_action_dist_from_latent(latent_pi)
         log_prob = distribution.log_prob(actions)
         values = self.value_net(latent_vf).flatten()
