@@ -192,3 +192,31 @@ def test_defaults_learn_a_passive_tmaze() -> None:
 
     # At most 100k steps; runs usually solve it by 20-40k and stop there.
     assert learn_until_solved(model, 100_000, every=10_000, evaluate=greedy_success) >= 0.9
+
+
+def test_train_loss_is_logged_once_as_the_loss_optimised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``train/loss`` is the mean over minibatches of the loss the optimizer steps on, the
+    auxiliary terms included, not an average of it with V-MPO's total without them."""
+    import txrl.sb3.common as common
+
+    stepped: list[float] = []
+    check = common._check_finite_update
+
+    def recording(loss, grad_norm, stats, n_updates):  # type: ignore[no-untyped-def]
+        stepped.append(float(loss.detach()))
+        return check(loss, grad_norm, stats, n_updates)
+
+    monkeypatch.setattr(common, "_check_finite_update", recording)
+    model = VMPO(
+        "MlpGTrXLPolicy",
+        small_env(),
+        n_steps=16,
+        batch_size=32,
+        segment_length=8,
+        policy_kwargs=TINY | {"predict_past": [1]},
+        aux_loss_coef={"past_prediction": 100.0},
+    )
+    model.learn(32)
+    logged = model.logger.name_to_value["train/loss"]
+    assert stepped
+    assert logged == pytest.approx(np.mean(stepped), rel=1e-6)

@@ -459,6 +459,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 for name, aux in out.aux_losses.items():
                     loss = loss + self.aux_loss_coef.get(name, 1.0) * aux
                     stats[f"train/aux/{name}"] = aux.detach()
+                # the loss the optimizer steps on, auxiliary terms included; it replaces the
+                # total a learner's loss may report without them
+                stats["train/loss"] = loss.detach()
                 if want_stats:
                     diagnostics = {f"memory/{k}": float(v) for k, v in out.stats.items()}
                 for key, value in stats.items():
@@ -474,7 +477,6 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 _check_finite_update(loss, grad_norm, stats, self._n_updates)
                 self.policy.optimizer.step()  # the acting caches follow it (txrl.nn.cache)
                 self._after_gradient_step()
-                logged["train/loss"].append(loss.detach())
             self._n_updates += 1  # epochs started, one cut short included (as SB3's PPO counts)
             if stopped:
                 break
