@@ -46,3 +46,38 @@ def test_unknown_gate_lists_valid_names() -> None:
         ValueError, match="valid gates: input, output, highway, sigtanh, gru, residual"
     ):
         make_gate("lstm", 4)
+
+
+def test_input_gate_follows_eq_11_without_a_bias_unless_one_is_given() -> None:
+    """Eq. (11) is sigma(W_g x) * x + y: no b_g. A bias given is an option outside the paper:
+    a learnable bias initialised there."""
+    plain = make_gate("input", 4)
+    assert plain.w_g.bias is None
+    x, y = torch.randn(5, 4), torch.randn(5, 4)
+    with torch.no_grad():
+        plain.w_g.weight.zero_()
+    assert close(plain(x, y), 0.5 * x + y, F32_REL)
+    biased = make_gate("input", 4, bias=1.0)
+    assert biased.w_g.bias is not None and biased.w_g.bias.requires_grad
+    assert torch.equal(biased.w_g.bias.detach(), torch.ones(4))
+
+
+def test_each_gate_is_declared_once_and_built_from_its_declaration() -> None:
+    """One declaration per gate (name, equation, default b_g, meanings); the modules, their
+    default biases, the config's gate names and inspect's meanings all read it."""
+    from txrl.backbones.trxl import GATES
+    from txrl.inspect.record import GATE_MEANINGS
+    from txrl.nn.gates import GATE_CLASSES
+
+    assert tuple(GATE_CLASSES) == tuple(GATES) == GATE_NAMES
+    for name, cls in GATE_CLASSES.items():
+        assert cls.declaration is GATES[name]  # type: ignore[attr-defined]
+        assert GATE_MEANINGS[cls][0] == GATES[name].title  # type: ignore[index]
+    assert torch.allclose(
+        make_gate("highway", 4).w_g.bias, torch.full((4,), GATES["highway"].default_bias)
+    )
+
+
+def test_residual_refuses_a_bias() -> None:
+    with pytest.raises(ValueError, match="no bias"):
+        make_gate("residual", 4, bias=1.0)

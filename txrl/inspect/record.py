@@ -225,30 +225,21 @@ def memory_layers(backbone: torch.nn.Module) -> dict[str, torch.nn.Module]:
 
 
 #: Gate class -> (gate and equation, what 1 and 0 mean), for the sub-layers' mean activation
-#: that :mod:`txrl.nn.gates` reports. ``x`` is the block's input (the skip stream), the
-#: "update" is the sub-layer's output (attention over the memory, or the MLP).
+#: that :mod:`txrl.nn.gates` reports, read from each gate's declaration
+#: (:data:`txrl.backbones.trxl.GATES`).
 GATE_MEANINGS: dict[type, tuple[str, str]] = {
-    gate_classes.GRUGate: (
-        "GRU gate z (eq. 14)",
-        "1 = replace the input by the sub-layer's update, 0 = keep the input (identity)",
-    ),
-    gate_classes.InputGate: (
-        "input gate (eq. 11)",
-        "1 = pass the input on in full beside the update, 0 = drop the input",
-    ),
-    gate_classes.OutputGate: (
-        "output gate (eq. 12)",
-        "1 = add the sub-layer's update in full, 0 = keep the input (identity)",
-    ),
-    gate_classes.HighwayGate: (
-        "highway carry gate (eq. 13)",
-        "1 = keep the input (identity), 0 = replace it by the sub-layer's update",
-    ),
-    gate_classes.SigmoidTanhGate: (
-        "sigmoid-tanh gate (sec. 3.2)",
-        "1 = add the sub-layer's update in full, 0 = keep the input (identity)",
-    ),
-    gate_classes.ResidualGate: ("residual (no gate, always 1)", "input + update, ungated"),
+    cls: (
+        cls.declaration.title,
+        f"1 = {cls.declaration.one_means}, 0 = {cls.declaration.zero_means}",
+    )
+    for cls in (
+        gate_classes.GRUGate,
+        gate_classes.InputGate,
+        gate_classes.OutputGate,
+        gate_classes.HighwayGate,
+        gate_classes.SigmoidTanhGate,
+        gate_classes.ResidualGate,
+    )
 }
 
 #: Sub-layer gate attribute -> the sub-layer whose output it lets through.

@@ -4,35 +4,39 @@ Parisotto et al. 2019, "Stabilizing Transformers for Reinforcement Learning", eq
 of ``references/000_4baccbf6ade0250f.txt`` and the sigmoid-tanh gate of the paper's
 section 3.2. ``x`` is the skip stream (the block's input), ``y`` the sub-layer output.
 
-Every gate takes its bias init ``b_g`` as ``bias``. The output, highway, sigmoid-tanh and
-GRU gates are built so that a large ``b_g`` makes the gate start as the identity map on x,
-which the paper found to be what makes GTrXL train stably. The bias is a learnable
-parameter initialised from ``b_g`` (stored as the bias of the gate's linear map).
+Each gate is declared once, torch-free, in :data:`txrl.backbones.trxl.GATES` (name,
+equation, default bias b_g, what its 1 and 0 mean); the class here computes it and names its
+declaration. The output, highway, sigmoid-tanh and GRU gates are built so that a large b_g
+makes the gate start as the identity map on x, which the paper found to be what makes GTrXL
+train stably. The bias is a learnable parameter initialised from b_g (stored as the bias of
+the gate's linear map). The input gate's eq. (11) has no bias: by default it has none, and
+with a ``bias`` given it learns one initialised there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.backbones.trxl import GATE_NAMES
-
-DEFAULT_GATE_BIAS = {
-    "gru": 2.0,
-    "input": 1.0,
-    "output": 1.0,
-    "highway": 1.0,
-    "sigtanh": 1.0,
-    "residual": 0.0,
-}
+from txrl.backbones.trxl import GATE_NAMES, GATES, GateDeclaration
 
 
 class Gate(nn.Module):
     """Base of the gates. When ``stats`` is a list, ``forward`` appends the mean of its gate
     activation (how much of the modulated stream passes) for diagnostics."""
+
+    declaration: ClassVar[GateDeclaration]
+
+    @classmethod
+    def b_g(cls, bias: float | None) -> float:
+        """The bias to initialise: ``bias``, or the declared default when None."""
+        value = cls.declaration.default_bias if bias is None else bias
+        assert value is not None, f"gate {cls.declaration.name!r} declares no default bias"
+        return float(value)
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -43,8 +47,12 @@ class Gate(nn.Module):
 class ResidualGate(Gate):
     """Plain residual ``g(x, y) = x + y`` (TrXL-I)."""
 
-    def __init__(self, d_model: int, bias: float = 0.0) -> None:
+    declaration = GATES["residual"]
+
+    def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
+        if bias is not None:
+            raise ValueError(f"the residual connection has no bias, got bias={bias!r}")
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -55,12 +63,18 @@ class ResidualGate(Gate):
 
 
 class InputGate(Gate):
-    """Eq. (11): ``g(x, y) = sigma(W_g x + b_g) * x + y``; a sigmoid modulates the skip stream."""
+    """Eq. (11): ``g(x, y) = sigma(W_g x) * x + y``; a sigmoid modulates the skip stream.
 
-    def __init__(self, d_model: int, bias: float = 1.0) -> None:
+    The equation has no bias, nor has the gate by default; ``bias`` given: a learnable bias
+    initialised to it, ``sigma(W_g x + b_g)`` (an option outside the paper)."""
+
+    declaration = GATES["input"]
+
+    def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
-        self.w_g = nn.Linear(d_model, d_model)
-        nn.init.constant_(self.w_g.bias, bias)
+        self.w_g = nn.Linear(d_model, d_model, bias=bias is not None)
+        if bias is not None:
+            nn.init.constant_(self.w_g.bias, bias)
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -74,10 +88,13 @@ class InputGate(Gate):
 class OutputGate(Gate):
     """Eq. (12): ``g(x, y) = x + sigma(W_g x - b_g) * y``; a sigmoid modulates the sub-layer output."""
 
-    def __init__(self, d_model: int, bias: float = 1.0) -> None:
+    declaration = GATES["output"]
+
+    def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
+        b_g = self.b_g(bias)
         self.w_g = nn.Linear(d_model, d_model)
-        nn.init.constant_(self.w_g.bias, -bias)  # the "- b_g" of eq. (12)
+        nn.init.constant_(self.w_g.bias, -b_g)  # the "- b_g" of eq. (12)
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -91,10 +108,13 @@ class OutputGate(Gate):
 class HighwayGate(Gate):
     """Eq. (13): ``g(x, y) = sigma(W_g x + b_g) * x + (1 - sigma(W_g x + b_g)) * y``."""
 
-    def __init__(self, d_model: int, bias: float = 1.0) -> None:
+    declaration = GATES["highway"]
+
+    def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
+        b_g = self.b_g(bias)
         self.w_g = nn.Linear(d_model, d_model)
-        nn.init.constant_(self.w_g.bias, bias)
+        nn.init.constant_(self.w_g.bias, b_g)
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -108,11 +128,14 @@ class HighwayGate(Gate):
 class SigmoidTanhGate(Gate):
     """Sigmoid-tanh gate (Parisotto et al. 2019, sec. 3.2): ``g(x, y) = x + sigma(W_g y - b_g) * tanh(U_g y)``."""
 
-    def __init__(self, d_model: int, bias: float = 1.0) -> None:
+    declaration = GATES["sigtanh"]
+
+    def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
+        b_g = self.b_g(bias)
         self.w_g = nn.Linear(d_model, d_model)
         self.u_g = nn.Linear(d_model, d_model, bias=False)
-        nn.init.constant_(self.w_g.bias, -bias)
+        nn.init.constant_(self.w_g.bias, -b_g)  # the "- b_g" of sigma(W_g y - b_g)
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -130,8 +153,11 @@ class GRUGate(Gate):
     h_hat = tanh(W_g y + U_g (r * x)),  g(x, y) = (1 - z) * x + z * h_hat
     """
 
-    def __init__(self, d_model: int, bias: float = 2.0) -> None:
+    declaration = GATES["gru"]
+
+    def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
+        b_g = self.b_g(bias)
         # [W_r; W_z; W_g] applied to y, in one product
         self.w_rzg = nn.Linear(d_model, 3 * d_model, bias=False)
         # [U_r; U_z] applied to x; its bias holds the -b_g of z
@@ -139,7 +165,7 @@ class GRUGate(Gate):
         self.u_g = nn.Linear(d_model, d_model, bias=False)
         with torch.no_grad():
             self.u_rz.bias.zero_()
-            self.u_rz.bias[d_model:] = -bias
+            self.u_rz.bias[d_model:] = -b_g  # the "- b_g" of z in eq. (14)
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -161,18 +187,16 @@ class GRUGate(Gate):
         return torch.lerp(x2, h_hat, z).view(x.shape)
 
 
-_GATES: dict[str, Callable[[int, float], Gate]] = {
-    "input": InputGate,
-    "output": OutputGate,
-    "highway": HighwayGate,
-    "sigtanh": SigmoidTanhGate,
-    "gru": GRUGate,
-    "residual": ResidualGate,
+#: The module of each declared gate, by name (the names of :data:`GATES`, a test checks).
+GATE_CLASSES: dict[str, Callable[[int, float | None], Gate]] = {
+    cls.declaration.name: cls
+    for cls in (InputGate, OutputGate, HighwayGate, SigmoidTanhGate, GRUGate, ResidualGate)
 }
 
 
 def make_gate(name: str, d_model: int, bias: float | None = None) -> Gate:
-    """Build gate ``name`` (one of :data:`GATE_NAMES`); ``bias=None`` takes the paper's default b_g."""
-    if name not in _GATES:
+    """Build gate ``name`` (one of :data:`GATE_NAMES`); ``bias=None``: the declared default b_g
+    (:data:`txrl.backbones.trxl.GATES`)."""
+    if name not in GATE_CLASSES:
         raise ValueError(f"unknown gate {name!r}; valid gates: {', '.join(GATE_NAMES)}")
-    return _GATES[name](d_model, DEFAULT_GATE_BIAS[name] if bias is None else float(bias))
+    return GATE_CLASSES[name](d_model, None if bias is None else float(bias))

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from txrl.backbones.trxl import GTrXLConfig, TrXLConfig
+from txrl.backbones.trxl import DEFAULT_GATE, GTrXLConfig, TrXLConfig
 from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.blocks import GatedBlock, PostNormBlock
 from txrl.nn.memory import LayerMemoryBackbone, MemoryState, MemoryTrace
@@ -54,7 +54,7 @@ class TransformerXL(LayerMemoryBackbone):
                 blocks.append(PostNormBlock(config, attention))
             else:
                 if isinstance(config, GTrXLConfig):
-                    gate, bias = config.gate or "gru", config.gate_bias
+                    gate, bias = config.gate or DEFAULT_GATE, config.gate_bias
                 else:
                     gate, bias = "residual", None
                 blocks.append(GatedBlock(config, attention, gate, bias))
