@@ -108,14 +108,13 @@ class TrXLConfig(WindowConfig):
 
     ``compile_step`` (default False): on a CPU, run the acting step's layer loop (rollouts,
     ``predict``, ``evaluate_policy``) compiled with ``torch.compile``: one graph instead of
-    ~250 small ops, which at the bench setup took the acting step from 6.1 to 3.8 ms in
-    one run (``bench/throughput.py``). It compiles at the first step (tens of seconds;
-    torch keeps the result in its cache for later runs) and a few times more (a second
-    batch size, a copied memory), and needs a C++ compiler. It pays where acting's per-op
-    cost matters (the quick start's size: ``learn()`` +24 %), not where the training pass
-    dominates (the MiniGrid S9 recipe: no change). The training pass is unchanged; on a
-    GPU, rollouts capture the step as a CUDA graph instead (the learners' ``cuda_graph``),
-    so the setting applies to CPU steps only.
+    some hundreds of small ops, whose per-op overhead dominates an acting step of a small
+    model. It compiles at the first step (tens of seconds; torch keeps the result in its
+    cache for later runs) and a few times more (a second batch size, a copied memory), and
+    needs a C++ compiler. It pays where acting dominates a run, not where the training pass
+    does (``bench/throughput.py`` measures both). The training pass is unchanged; on a GPU,
+    rollouts capture the step as a CUDA graph instead (the learners' ``cuda_graph``), so the
+    setting applies to CPU steps only.
     """
 
     compile_step: bool = False
