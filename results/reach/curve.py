@@ -1,0 +1,214 @@
+"""The reach curve: how far each memory carries the passive T-maze's cue.
+
+    python results/reach/curve.py results/reach --out results/reach
+
+Reads every ``span_*`` study folder under the given folder (each a ``txrl compare`` output
+copied by ``results/collect_study.py``: ``compare.yaml`` and ``runs/<memory>/seed_<s>/``
+with ``config.yaml`` and ``eval.jsonl``) and writes, for each memory and span:
+
+* ``reach.md``: the last and the best greedy success of each run, the first evaluation at or
+  above the threshold (steps to 0.9), the env steps trained and the wall-clock;
+* ``reach.csv``: the same, one row per run;
+* ``reach.png``: success (last evaluation, mean over seeds, each seed a dot) and steps to
+  0.9 against the span, a line per memory.
+
+The span of a run is its config's ``env.kwargs.length`` (the corridor's cells: the cue is
+carried ``length + 1`` steps to the decision).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+THRESHOLD = 0.9
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's figures, read from its config and evaluation log."""
+
+    memory: str
+    span: int
+    seed: int
+    budget: int
+    steps: int
+    last: float
+    best: float
+    steps_to_threshold: int | None
+    wall_time_s: float
+
+    @property
+    def finished(self) -> bool:
+        """Trained to its budget, or stopped early by ``eval.stop_at`` once solved."""
+        return self.steps >= self.budget or self.last >= THRESHOLD
+
+
+def read_run(run_dir: Path) -> Run | None:
+    """The figures of ``run_dir`` (``runs/<memory>/seed_<s>``), or None before its first
+    evaluation."""
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    lines = (
+        (run_dir / "eval.jsonl").read_text().splitlines()
+        if (run_dir / "eval.jsonl").exists()
+        else []
+    )
+    entries = [json.loads(line) for line in lines if line.strip()]
+    if not entries:
+        return None
+    successes = [float(e["success_rate"]) for e in entries]
+    reached = next((int(e["timesteps"]) for e in entries if e["success_rate"] >= THRESHOLD), None)
+    return Run(
+        memory=run_dir.parent.name,
+        span=int(config["env"]["kwargs"]["length"]),
+        seed=int(run_dir.name.removeprefix("seed_")),
+        budget=int(config["budget"]),
+        steps=int(entries[-1]["timesteps"]),
+        last=successes[-1],
+        best=max(successes),
+        steps_to_threshold=reached,
+        wall_time_s=float(entries[-1].get("wall_time_s", math.nan)),
+    )
+
+
+def read_runs(folder: Path) -> list[Run]:
+    """Every run of every ``span_*`` study under ``folder``, by span, memory and seed."""
+    runs = []
+    for run_dir in sorted(folder.glob("span_*/runs/*/seed_*")):
+        run = read_run(run_dir)
+        if run is not None:
+            runs.append(run)
+    return sorted(runs, key=lambda r: (r.span, r.memory, r.seed))
+
+
+def _steps(value: int | None) -> str:
+    if value is None:
+        return "never"
+    return f"{value / 1000:.0f}k" if value >= 1000 else str(value)
+
+
+def table(runs: list[Run]) -> str:
+    """``reach.md``: one row per run."""
+    lines = [
+        "| span | memory | seed | last success | best success | steps to 0.9 | env steps (budget) | wall-clock |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        status = "" if r.finished else " (unfinished)"
+        lines.append(
+            f"| {r.span} | {r.memory} | {r.seed} | {r.last:.2f}{status} | {r.best:.2f} | "
+            f"{_steps(r.steps_to_threshold)} | {r.steps:,} ({r.budget:,}) | "
+            f"{r.wall_time_s / 60:.0f} min |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _write_atomically(path: Path, write: Any) -> None:
+    """Write ``path`` through a temporary file beside it, replaced in one step."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def plot(runs: list[Run], path: Path) -> None:
+    """``reach.png``: success and steps to 0.9 against the span, a line per memory."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9.0, 3.6), layout="constrained")
+    success_ax, steps_ax = fig.subplots(1, 2)
+    for memory in sorted({r.memory for r in runs}):
+        mine = [r for r in runs if r.memory == memory]
+        spans = sorted({r.span for r in mine})
+        means = [
+            sum(r.last for r in mine if r.span == s) / sum(r.span == s for r in mine) for s in spans
+        ]
+        (line,) = success_ax.plot(spans, means, marker="o", label=memory)
+        success_ax.scatter(
+            [r.span for r in mine], [r.last for r in mine], color=line.get_color(), s=12, alpha=0.5
+        )
+        reached = [(r.span, r.steps_to_threshold) for r in mine if r.steps_to_threshold is not None]
+        if reached:
+            xs, ys = zip(*sorted(reached), strict=True)
+            steps_ax.plot(xs, ys, marker="o", color=line.get_color(), label=memory)
+    success_ax.axhline(0.5, color="grey", lw=0.8, ls=":", label="chance")
+    success_ax.set(
+        xscale="log",
+        xlabel="span (corridor cells)",
+        ylabel="greedy success, last evaluation",
+        ylim=(-0.02, 1.02),
+    )
+    success_ax.legend(fontsize=8)
+    steps_ax.set(
+        xscale="log", xlabel="span (corridor cells)", ylabel=f"env steps to success {THRESHOLD}"
+    )
+    steps_ax.set_title("runs that never reached it are not drawn", fontsize=8)
+    fig.suptitle("Passive T-maze: reach of each memory")
+    _write_atomically(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("folder", type=Path, help="folder of span_* studies")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder to write reach.md/.csv/.png"
+    )
+    args = parser.parse_args(argv)
+    runs = read_runs(args.folder)
+    if not runs:
+        parser.error(f"no evaluated run under {args.folder}/span_*/runs/*/seed_*")
+    args.out.mkdir(parents=True, exist_ok=True)
+    _write_atomically(args.out / "reach.md", lambda tmp: tmp.write_text(table(runs)))
+
+    def write_csv(tmp: Path) -> None:
+        with tmp.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(
+                [
+                    "span",
+                    "memory",
+                    "seed",
+                    "last",
+                    "best",
+                    "steps_to_0.9",
+                    "steps",
+                    "budget",
+                    "wall_time_s",
+                ]
+            )
+            for r in runs:
+                writer.writerow(
+                    [
+                        r.span,
+                        r.memory,
+                        r.seed,
+                        r.last,
+                        r.best,
+                        r.steps_to_threshold or "",
+                        r.steps,
+                        r.budget,
+                        r.wall_time_s,
+                    ]
+                )
+
+    _write_atomically(args.out / "reach.csv", write_csv)
+    plot(runs, args.out / "reach.png")
+    print(table(runs), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
