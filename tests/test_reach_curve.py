@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -15,6 +16,7 @@ def _curve():  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location("reach_curve", ROOT / "results/reach/curve.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
     spec.loader.exec_module(module)
     return module
 
