@@ -55,3 +55,26 @@ def test_reach_curve_reads_each_run_and_writes_its_table_and_plot(tmp_path: Path
     assert "never" in table
     assert (out / "reach.png").stat().st_size > 0
     assert len((out / "reach.csv").read_text().splitlines()) == 4
+
+
+def test_transfer_plays_a_checkpoint_at_other_spans(tmp_path: Path) -> None:
+    """``results/reach/transfer.py`` plays the run's agent at each span asked for."""
+    from tests._runs import train_tiny
+
+    spec = importlib.util.spec_from_file_location(
+        "reach_transfer", ROOT / "results/reach/transfer.py"
+    )
+    assert spec is not None and spec.loader is not None
+    transfer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(transfer)
+    run_dir = train_tiny(tmp_path)
+    out = tmp_path / "transfer.json"
+    checkpoint = run_dir / "checkpoints" / "final.zip"
+    assert (
+        transfer.main([str(checkpoint), "--spans", "3,5", "--episodes", "4", "--out", str(out)])
+        == 0
+    )
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["span"] for r in rows] == [3, 5]
+    assert all(r["episodes"] == 4 and 0.0 <= r["success_rate"] <= 1.0 for r in rows)
+    assert rows[1]["mean_length"] >= 6  # a corridor of 5 cells takes at least 6 steps
