@@ -3,5 +3,5 @@
 * :mod:`txrl.agents.recipe`: one training run of any learner (``algo``) with any memory
   model (``policy.backbone``): GTrXL-PPO, GTrXL-V-MPO, LSTM-PPO, RecurrentPPO, ...
 
-``txrl train`` and ``txrl compare`` call it through :func:`txrl.train.train`.
+``txrl train`` and ``txrl compare`` call it through :func:`txrl.run.train.train`.
 """

@@ -9,12 +9,14 @@ a comparison between them measures the learner or the memory model and nothing e
 What it wires together, all from ``txrl``:
 
 * **env**: ``config.env.id`` in an SB3 VecEnv of ``env.n_envs`` envs, restored exactly when
-  resuming (:meth:`txrl.rundir.Run.envs`), and separate eval envs;
-* **policy**: the learner's policy for ``config.policy`` (``Learner.policy``): features ->
-  memory backbone -> actor and critic heads;
-* **learner**: the algorithm with the config's learner section as its settings;
+  resuming (:meth:`txrl.run.run_dir.Run.envs`), and separate eval envs;
+* **policy**: the learner's policy for ``config.policy`` on the env's observations
+  (:func:`txrl.run.algorithms.policy_for`): features -> memory backbone -> actor and
+  critic heads;
+* **learner**: the algorithm of ``algo`` (:data:`txrl.run.algorithms.ALGORITHMS`) with the
+  config's learner section as its settings;
 * **logging**: TensorBoard, periodic evaluation, progress and atomic checkpoints
-  (:class:`txrl.rundir.Run`).
+  (:class:`txrl.run.run_dir.Run`, driven by :mod:`txrl.run.callbacks`).
 """
 
 from __future__ import annotations
@@ -24,21 +26,21 @@ from pathlib import Path
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
-from txrl.callbacks import StopOnInterrupt
 from txrl.config import TrainConfig
 from txrl.learners import get_learner
-from txrl.run_envs import EVAL_SEED_OFFSET, make_eval_env
-from txrl.rundir import Run, TrainResult
+from txrl.run.algorithms import algorithm_class, policy_for
+from txrl.run.callbacks import StopOnInterrupt, run_callbacks
+from txrl.run.envs import EVAL_SEED_OFFSET, make_eval_env
+from txrl.run.run_dir import Run, TrainResult
 
 
 def make_learner(config: TrainConfig, env: VecEnv) -> BaseAlgorithm:
     """A fresh learner on ``env`` with the config's policy and learner settings."""
-    learner = get_learner(config.algo)
-    policy, policy_kwargs = learner.policy(config.policy, env.observation_space)
-    return learner.algorithm_class()(
+    policy, policy_kwargs = policy_for(config.algo, config.policy, env.observation_space)
+    return algorithm_class(config.algo)(
         policy,
         env,
-        **learner.settings_kwargs(config.learner),  # every field of the learner's settings
+        **get_learner(config.algo).settings_kwargs(config.learner),  # every settings field
         policy_kwargs=policy_kwargs,
         seed=config.seed,
         device=config.runtime.device,
@@ -63,7 +65,7 @@ def main(
     eval_env = make_eval_env(config, seed=config.seed + EVAL_SEED_OFFSET)
 
     # 3. The learner: new, or the checkpoint's (weights, optimizer, step count, memory, RNG).
-    algorithm = get_learner(config.algo).algorithm_class()
+    algorithm = algorithm_class(config.algo)
     model = run.restore(algorithm, env) if run.checkpoint else make_learner(config, env)
 
     # 4. Logging: TensorBoard through SB3's logger; evaluation and checkpoints between rollouts.
@@ -78,10 +80,10 @@ def main(
         with stop.catching():
             model.learn(
                 total_timesteps=run.remaining(model),
-                callback=[*run.callbacks(eval_env), stop],
+                callback=[*run_callbacks(run, eval_env), stop],
                 log_interval=config.runtime.log_interval,
                 reset_num_timesteps=False,
-                progress_bar=False,  # run.callbacks shows progress over the whole budget
+                progress_bar=False,  # run_callbacks shows progress over the whole budget
             )
     except KeyboardInterrupt:
         raise run.interrupted(int(model.num_timesteps)) from None

@@ -40,7 +40,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import MemoryPPO
-from txrl.checkpoint import atomic_write
+from txrl.files import atomic_write
 
 TASK = "txrl/TMazePassive-v0"
 TARGET = 0.9

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from txrl.checkpoint import atomic_write
+from txrl.files import atomic_write
 
 
 def read_scalars(run: Path, tags: list[str]) -> dict[str, list[tuple[int, float]]]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from txrl.config import TrainConfig
-from txrl.learners import get_learner
-from txrl.train import recipe
+from txrl.run.algorithms import algorithm_class
+from txrl.run.train import recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p.stem for p in (ROOT / "agents").glob("*.py") if p.stem != "__init__")
@@ -52,7 +52,7 @@ def test_recipe_trains(tmp_path: Path, algo: str, policy: dict, policy_class: st
     result = main(config, tmp_path / "run")
     assert result.timesteps == 64 and result.checkpoint.exists()
     assert result.final_eval["episodes"] == 2 and result.final_eval["success_rate"] is not None
-    model = get_learner(algo).algorithm_class().load(result.checkpoint)
+    model = algorithm_class(algo).load(result.checkpoint)
     assert type(model.policy).__name__ == policy_class
     assert model.policy.backbone_name == policy["backbone"]
 

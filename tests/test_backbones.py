@@ -24,9 +24,10 @@ from txrl.backbones import (
     setting_names,
     shared_settings,
 )
-from txrl.config import PolicyConfig, TrainConfig, check_policy, resolve
+from txrl.config import PolicyConfig, TrainConfig, check_policy
 from txrl.config.grid import CompareConfig
 from txrl.errors import ConfigError
+from txrl.run.preflight import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 

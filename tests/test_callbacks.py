@@ -1,4 +1,4 @@
-"""The callbacks of a run (:mod:`txrl.callbacks`): progress over the run's whole budget,
+"""The callbacks of a run (:mod:`txrl.run.callbacks`): progress over the run's whole budget,
 as lines without a terminal and as a bar that a resume starts where the run was."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from tests._runs import train_tiny
 from txrl import cli
-from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
 
 
 def test_progress_lines_without_a_terminal(
@@ -43,7 +43,7 @@ def test_resumed_progress_bar_counts_the_whole_run(
 def test_the_first_ctrl_c_asks_for_a_stop_and_the_second_stops_at_once() -> None:
     import signal
 
-    from txrl.callbacks import StopOnInterrupt
+    from txrl.run.callbacks import StopOnInterrupt
 
     # raise_signal delivers to this thread at once (os.kill may pick another thread of the
     # process, and the handler then runs a little later); earlier tests in this process may
@@ -66,11 +66,11 @@ def test_the_first_ctrl_c_asks_for_a_stop_and_the_second_stops_at_once() -> None
 
 
 def test_with_a_save_the_stop_waits_for_the_next_rollout_start_and_its_checkpoint() -> None:
-    """A stop asked for mid-rollout (here by :func:`txrl.callbacks.request_stop`, as a
+    """A stop asked for mid-rollout (here by :func:`txrl.run.callbacks.request_stop`, as a
     compare's worker does) lets the rollout finish; the next rollout start saves, and the
     step after it ends ``learn()``."""
-    from txrl import callbacks
-    from txrl.callbacks import StopOnInterrupt, request_stop
+    from txrl.run import callbacks
+    from txrl.run.callbacks import StopOnInterrupt, request_stop
 
     saved: list[int] = []
 

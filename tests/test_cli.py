@@ -23,15 +23,15 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 import txrl.envs  # noqa: F401 - registers the tasks
 from tests._runs import crash_after, tiny, train_tiny
 from txrl import MemoryPPO, cli
-from txrl.checkpoint import (
+from txrl.config import read_run_config
+from txrl.run.checkpoint import (
     BEST_CHECKPOINT,
     CHECKPOINT_DIR,
     FINAL_CHECKPOINT,
     latest_checkpoint,
     read_resume_state,
 )
-from txrl.config import read_run_config
-from txrl.rundir import EVAL_LOG, RESUME_LOG, TB_DIR, Run, read_eval_log
+from txrl.run.run_dir import EVAL_LOG, RESUME_LOG, TB_DIR, Run, read_eval_log
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,7 +110,7 @@ def test_subproc_env_workers_outlive_a_ctrl_c(tmp_path: Path) -> None:
     from stable_baselines3.common.vec_env import SubprocVecEnv
 
     from txrl.config import TrainConfig
-    from txrl.run_envs import make_envs
+    from txrl.run.envs import make_envs
 
     config = TrainConfig.from_dict(tiny(env=dict(TINY["env"], vec_env="subproc")))
     env = make_envs(config, 2, seed=0, subproc=True)
@@ -330,7 +330,7 @@ def test_eval_judges_on_seeds_apart_from_the_training_evaluations(
     """The episodes ``txrl eval`` plays by default are not those that chose the best
     checkpoint or stopped the run: every env seed of the judging evaluation differs from
     every env seed of the evaluations during training."""
-    import txrl.run_envs as run_envs
+    import txrl.run.envs as run_envs
 
     seeds: dict[str, set[int]] = {"train": set(), "judge": set()}
     phase = "train"

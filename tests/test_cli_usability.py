@@ -16,10 +16,11 @@ import torch
 
 from tests._runs import TINY, train_tiny, write_config
 from txrl import MemoryPPO, cli
-from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
-from txrl.config import ConfigError, load_train_config, read_run_config, resolve
+from txrl.config import ConfigError, load_train_config, read_run_config
 from txrl.envs import TMazeEnv
-from txrl.rundir import EVAL_LOG, LOCK_FILE, RESUME_LOG
+from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.preflight import resolve
+from txrl.run.run_dir import EVAL_LOG, LOCK_FILE, RESUME_LOG
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import yaml
 
-from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.compare import TRAIN_LOG, compare, execute_run, parse_only, plan, summarise
 from txrl.config import CONFIG_FILE, ConfigError, load_compare_config
-from txrl.rundir import EVAL_LOG, FINISHED_RECORD, RESUME_LOG
+from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.run_dir import EVAL_LOG, FINISHED_RECORD, RESUME_LOG
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "compare_tiny.yaml"
@@ -501,7 +501,7 @@ def _endless_compare(tmp_path: Path, seeds: str = "0") -> tuple[Any, Callable[[]
     import time
 
     from tests._runs import as_from_a_terminal
-    from txrl.rundir import LOCK_FILE
+    from txrl.run.run_dir import LOCK_FILE
 
     command = [sys.executable, "-m", "txrl", "compare", str(TINY), "--out", str(tmp_path)]
     one_run = ["--workers", "1", "--only", "memory=lstm", "--only", f"seed={seeds}"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import yaml
 
 from txrl import cli
 from txrl.config import (
+    CONFIG_FILE,
     CompareConfig,
     ConfigError,
     TrainConfig,
@@ -169,10 +171,44 @@ def test_load_train_config_applies_overrides_and_names_the_run(tmp_path: Path) -
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
 def test_shipped_configs_are_valid(name: str) -> None:
     path = ROOT / "configs" / name
-    if not name.startswith(("compare_", "popgym", "study_")):
+    if not name.startswith(("compare_", "popgym")):
         load_train_config(path)
     else:
         assert load_compare_config(path).variants()
+
+
+def test_configs_holds_what_a_user_runs_and_no_study() -> None:
+    """configs/ holds the task recipes and example grids; a study's grid is kept once, beside
+    its results, as ``results/<study>/compare.yaml``."""
+    shipped = sorted(p.name for p in (ROOT / "configs").glob("*.y*ml"))
+    assert "quickstart.yaml" in shipped
+    assert [name for name in shipped if name.startswith("study_")] == []
+
+
+def _study(folder: Path) -> Any:
+    """``folder`` as a test parameter; Memory Gym's studies need memory-gym installed."""
+    needs_memory_gym = "txrl/memorygym-" in (folder / "compare.yaml").read_text()
+    missing = needs_memory_gym and importlib.util.find_spec("memory_gym") is None
+    reason = "memory-gym is not installed (its study's envs cannot be built)"
+    return pytest.param(
+        folder.relative_to(ROOT).as_posix(), marks=pytest.mark.skipif(missing, reason=reason)
+    )
+
+
+@pytest.mark.parametrize(
+    "study", [_study(p.parent) for p in sorted((ROOT / "results").rglob("compare.yaml"))]
+)
+def test_each_study_config_is_the_grid_of_its_committed_runs(study: str) -> None:
+    """Planned into its own folder, ``results/<study>/compare.yaml`` finds every run committed
+    there under the settings it was trained with (:func:`txrl.compare.plan` refuses a run
+    directory that holds another config), so ``txrl compare results/<study>/compare.yaml``
+    reruns or redraws that study."""
+    from txrl.compare import plan
+
+    folder = ROOT / study
+    specs = plan(load_compare_config(folder / "compare.yaml"), folder)
+    committed = {p.resolve() for p in folder.glob("runs/*/seed_*") if (p / CONFIG_FILE).exists()}
+    assert committed <= {Path(spec.run_dir) for spec in specs}
 
 
 def test_grid_expansion() -> None:
@@ -300,7 +336,7 @@ def _escape(text: str) -> str:
 
 def test_previous_action_reward_wraps_the_envs() -> None:
     from txrl.config import load_train_config
-    from txrl.run_envs import make_train_env
+    from txrl.run.envs import make_train_env
 
     config = load_train_config(
         ROOT / "configs" / "quickstart.yaml",

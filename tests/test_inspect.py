@@ -17,7 +17,7 @@ from txrl.config import load_train_config
 from txrl.envs.tmaze import TMazeEnv
 from txrl.inspect import absolute_row, inspect_run
 from txrl.nn.attention import AttentionRecorder, RelativeMultiHeadAttention
-from txrl.train import train
+from txrl.run.train import train
 
 from .test_cli import TINY as CLI_TINY
 

@@ -11,25 +11,24 @@ import txrl
 from txrl.config import ConfigError, TrainConfig
 from txrl.learners import (
     WIRING_ARGUMENTS,
-    Learner,
     MemoryLearnerSettings,
     get_learner,
     learner_names,
     learners,
-    memory_policy,
     settings_disagreements,
 )
 from txrl.rl.vmpo_loss import VMPOConfig
 from txrl.rl.vmpo_settings import VMPOLossSettings
+from txrl.run.algorithms import ALGORITHMS, algorithm_class
 from txrl.zoo import zoo_learners
 
 
 def test_registry_lists_the_builtin_learners_in_order() -> None:
     assert learner_names()[:2] == ["ppo", "vmpo"]
     assert "recurrent_ppo" in learner_names()
-    assert {name: getattr(txrl, get_learner(name).class_name) for name in learner_names()} == {
-        name: get_learner(name).algorithm_class() for name in learner_names()
-    }
+    # every learner has its algorithm, and each algorithm is an attribute of txrl by its name
+    assert list(ALGORITHMS) == learner_names()
+    assert all(getattr(txrl, cls.__name__) is cls for cls in ALGORITHMS.values())
     assert set(zoo_learners()) == {"memory_ppo", "vmpo"}
     with pytest.raises(ValueError, match="unknown learner 'dqn'; valid: ppo, vmpo"):
         get_learner("dqn")
@@ -38,7 +37,7 @@ def test_registry_lists_the_builtin_learners_in_order() -> None:
 @pytest.mark.parametrize("name", learner_names())
 def test_constructor_and_settings_agree(name: str) -> None:
     """Every constructor argument a user may set is a settings field with the same default."""
-    assert settings_disagreements(get_learner(name)) == []
+    assert settings_disagreements(get_learner(name).settings, algorithm_class(name)) == []
 
 
 @pytest.mark.parametrize("name", learner_names())
@@ -64,8 +63,7 @@ def test_a_disagreement_is_found() -> None:
         n_steps: int = 128
         extra: int = 0  # no such argument
 
-    drifted = Learner("drifted", Drifted, "txrl.sb3.ppo:MemoryPPO", memory_policy)
-    problems = settings_disagreements(drifted)
+    problems = settings_disagreements(Drifted, ALGORITHMS["ppo"])
     assert "learning_rate: constructor default 0.0003 != settings default 1.0" in problems
     assert "settings field extra is no constructor argument" in problems
     assert "constructor argument segment_length has no settings field" in problems
@@ -86,7 +84,7 @@ def test_new_settings_reach_the_learner_from_yaml() -> None:
     assert kwargs["aux_loss_coef"] == {"span_l1": 0.001} and kwargs["target_kl"] == 0.02
     assert kwargs["clip_range_vf"] == 0.3 and kwargs["normalize_advantage"] is False
     assert set(kwargs) | WIRING_ARGUMENTS >= set(
-        inspect.signature(get_learner("ppo").algorithm_class().__init__).parameters
+        inspect.signature(algorithm_class("ppo").__init__).parameters
     ) - {"self"}
 
 

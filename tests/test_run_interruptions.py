@@ -17,15 +17,15 @@ import torch
 import yaml
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-import txrl.checkpoint
+import txrl.files
 from tests._runs import as_from_a_terminal, tiny
 from tests.test_cli import policy_params
 from txrl import cli
-from txrl.callbacks import BetweenRollouts
-from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.config import TrainConfig, load_train_config
+from txrl.run.callbacks import BetweenRollouts
+from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.train import warn_short_budget
 from txrl.sb3.common import MemoryOnPolicyAlgorithm
-from txrl.train import warn_short_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 # Two envs of 16 steps: a rollout is 32 steps; checkpoints at 32 and 64.
@@ -213,7 +213,7 @@ def test_sigint_to_a_training_process(tmp_path: Path) -> None:
 def failing_write(code: int, where: str) -> Any:
     """A ``_write_synced`` that writes part of the file, then fails with ``code`` for files
     whose name contains ``where``, as a full disk does."""
-    write_synced = txrl.checkpoint._write_synced
+    write_synced = txrl.files._write_synced
 
     def write(path: Path, data: bytes) -> None:
         if where not in path.name:
@@ -228,10 +228,10 @@ def test_atomic_write_leaves_no_temp_file_on_any_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = tmp_path / "file.bin"
-    txrl.checkpoint.atomic_write(target, b"old")
-    monkeypatch.setattr(txrl.checkpoint, "_write_synced", failing_write(errno.ENOSPC, "file"))
+    txrl.files.atomic_write(target, b"old")
+    monkeypatch.setattr(txrl.files, "_write_synced", failing_write(errno.ENOSPC, "file"))
     with pytest.raises(OSError) as caught:
-        txrl.checkpoint.atomic_write(target, b"new" * 100)
+        txrl.files.atomic_write(target, b"new" * 100)
     assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.bin"]
     assert target.read_bytes() == b"old"
@@ -240,9 +240,9 @@ def test_atomic_write_leaves_no_temp_file_on_any_failure(
         path.write_bytes(data[:1])
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(txrl.checkpoint, "_write_synced", interrupted)
+    monkeypatch.setattr(txrl.files, "_write_synced", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        txrl.checkpoint.atomic_write(target, b"new")
+        txrl.files.atomic_write(target, b"new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.bin"]
 
 
@@ -262,7 +262,7 @@ def test_a_failed_checkpoint_write_is_one_line_and_leaves_no_temp_file(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(txrl.checkpoint, "_write_synced", failing_write(code, "step_"))
+    monkeypatch.setattr(txrl.files, "_write_synced", failing_write(code, "step_"))
     run_dir = tmp_path / "run"
     assert cli.main(["train", write(tmp_path / "tiny.yaml"), "--run-dir", str(run_dir)]) == 1
     line = one_line(capsys.readouterr().err)

@@ -1,4 +1,4 @@
-"""The run directory (:mod:`txrl.rundir`): the best checkpoint follows the evaluations,
+"""The run directory (:mod:`txrl.run.run_dir`): the best checkpoint follows the evaluations,
 TensorBoard steps stay single-valued across a resume, and the run's clock goes on from its
 checkpoint's."""
 
@@ -16,9 +16,9 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 import txrl.envs  # noqa: F401 - registers the tasks
 from tests._runs import TINY, crash_after, tiny, train_tiny
 from txrl import MemoryPPO, cli
-from txrl.checkpoint import BEST_CHECKPOINT, CHECKPOINT_DIR
 from txrl.config import TrainConfig
-from txrl.rundir import EVAL_LOG, TB_DIR, Run
+from txrl.run.checkpoint import BEST_CHECKPOINT, CHECKPOINT_DIR
+from txrl.run.run_dir import EVAL_LOG, TB_DIR, Run
 
 
 def tiny_config(**changes: Any) -> TrainConfig:
@@ -111,7 +111,7 @@ def test_a_resumed_run_keeps_counting_wall_clock_from_an_older_checkpoint(tmp_pa
     import pickle
     import zipfile
 
-    from txrl.checkpoint import RESUME_MEMBER
+    from txrl.run.checkpoint import RESUME_MEMBER
 
     run_dir = train_tiny(tmp_path, budget=128)
     crash_after(run_dir, 64)

@@ -1,8 +1,9 @@
 """txrl: transformer memory for reinforcement-learning agents.
 
-``txrl.make_backbone`` builds any memory model behind the backbone protocol; the learners
-of :mod:`txrl.learners` are attributes by their class names (``txrl.MemoryPPO``,
-``txrl.VMPO``, ``txrl.RecurrentPPO``). Everything is imported on first use, so that
+``txrl.make_backbone`` builds any memory model behind the backbone protocol; the algorithms
+that train the learners of :mod:`txrl.learners` are attributes by their class names
+(``txrl.MemoryPPO``, ``txrl.VMPO``, ``txrl.RecurrentPPO``: the classes of
+:data:`txrl.run.algorithms.ALGORITHMS`). Everything is imported on first use, so that
 ``import txrl.envs`` (the tasks) does not pull in torch or Stable-Baselines3.
 """
 
@@ -76,6 +77,10 @@ _LAZY = {
     "backbone_names": "txrl.backbones",
     "make_backbone": "txrl.backbones",
     "register_backbone": "txrl.backbones",
+    # the algorithms of txrl.run.algorithms.ALGORITHMS, by class name
+    "MemoryPPO": "txrl.sb3.ppo",
+    "VMPO": "txrl.sb3.vmpo",
+    "RecurrentPPO": "txrl.sb3.recurrent_ppo",
 }
 
 if TYPE_CHECKING:
@@ -86,24 +91,14 @@ if TYPE_CHECKING:
     from txrl.sb3.vmpo import VMPO
 
 
-def _learner_classes() -> dict[str, Any]:
-    from txrl.learners import learners
-
-    return {learner.class_name: learner for learner in learners()}
-
-
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if not name.startswith("_"):
-        learner = _learner_classes().get(name)
-        if learner is not None:
-            return learner.algorithm_class()
     raise AttributeError(f"module 'txrl' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY, *_learner_classes()])
+    return sorted([*globals(), *_LAZY])
 
 
 __all__ = [

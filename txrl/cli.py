@@ -62,7 +62,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    # Arguments and the config are checked before torch is imported (txrl.train imports it):
+    # Arguments and the config are checked before torch is imported (txrl.run.train imports it):
     # a mistake is reported in a fraction of a second.
     from txrl.config import load_train_config, read_run_config, resume_config
 
@@ -88,10 +88,10 @@ def _train(args: argparse.Namespace) -> int:
         config = load_train_config(args.config, args.set)
         run_dir = Path(args.run_dir) if args.run_dir is not None else None
 
-    from txrl.config import resolve
     from txrl.errors import TrainingPaused
-    from txrl.rundir import TB_DIR, default_run_dir
-    from txrl.train import train
+    from txrl.run.preflight import resolve
+    from txrl.run.run_dir import TB_DIR, default_run_dir
+    from txrl.run.train import train
 
     config = resolve(config)
     run_dir = run_dir or default_run_dir(config)
@@ -117,13 +117,13 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: dict) -> None:
-    from txrl.evaluate import format_summary
+    from txrl.run.evaluate import format_summary
 
     print(format_summary(summary))
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from txrl.evaluate import evaluate_checkpoint
+    from txrl.run.evaluate import evaluate_checkpoint
 
     summary = evaluate_checkpoint(
         args.target,

@@ -3,7 +3,7 @@
 Figures are made with matplotlib's object-oriented API (:class:`matplotlib.figure.Figure`),
 never pyplot: no global figure state, no display backend to pick, so plotting works the same
 in a worker process, on a headless machine and in a notebook. A PNG is rendered by the Agg
-canvas into memory and written atomically (:func:`txrl.checkpoint.atomic_write`), so a run
+canvas into memory and written atomically (:func:`txrl.files.atomic_write`), so a run
 killed while saving leaves the previous picture, not half a file. matplotlib is the ``plots``
 extra: importing this module does not import it.
 """
@@ -35,6 +35,6 @@ def png_bytes(fig: Any, *, dpi: int, tight: bool = False) -> bytes:
 
 def save_png(fig: Any, path: str | Path, *, dpi: int, tight: bool = False) -> None:
     """Write ``fig`` to ``path`` as PNG, atomically (readers see the old file or the new one)."""
-    from txrl.checkpoint import atomic_write  # torch and SB3: only when a picture is saved
+    from txrl.files import atomic_write
 
     atomic_write(Path(path), png_bytes(fig, dpi=dpi, tight=tight))

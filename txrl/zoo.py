@@ -3,7 +3,8 @@
 rl-zoo3 fixes the choices of ``--algo`` from its ``ALGOS`` dict when its parser is built,
 before ``--gym-packages`` imports anything, so a package cannot add an algorithm from the
 command line. This entry point adds txrl's learners to ``ALGOS`` (each learner of
-:mod:`txrl.learners` with a ``zoo_name``: ``memory_ppo``, ``vmpo``), imports :mod:`txrl.envs` (which registers the
+:mod:`txrl.learners` with a ``zoo_name``: ``memory_ppo``, ``vmpo``, with its class from
+:data:`txrl.run.algorithms.ALGORITHMS`), imports :mod:`txrl.envs` (which registers the
 ``txrl/...`` ids) and hands over to rl-zoo3's own ``train`` or ``enjoy`` with the remaining
 arguments::
 
@@ -42,13 +43,11 @@ def register() -> list[str]:
             "python -m txrl.zoo needs rl-baselines3-zoo: pip install 'txrl[zoo]'"
         ) from e
     import txrl.envs  # noqa: F401  # registers the txrl/... ids
+    from txrl.run.algorithms import algorithm_class  # torch: only once rl-zoo3 runs
 
     added = []
     for name, learner in zoo_learners().items():
-        try:
-            ALGOS[name] = learner.algorithm_class()
-        except (AttributeError, ImportError):
-            continue  # a learner this installation does not have
+        ALGOS[name] = algorithm_class(learner.name)
         added.append(name)
     return added
 

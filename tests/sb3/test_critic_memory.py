@@ -7,11 +7,12 @@ import pytest
 import torch
 
 from txrl import VMPO, MemoryPPO
-from txrl.config import TrainConfig, resolve
+from txrl.config import TrainConfig
 from txrl.errors import ConfigError
 from txrl.learners.recurrent_ppo import lstm_policy
 from txrl.nn import PairedBackbone
 from txrl.nn.state import state_to_numpy
+from txrl.run.preflight import resolve
 
 from .test_common import (
     TINY,
@@ -121,7 +122,7 @@ def test_the_config_passes_it_to_txrl_policies_and_to_recurrent_ppo() -> None:
             | {"algo": "recurrent_ppo", "policy": {"backbone": "lstm", "critic_memory": "shared"}}
         )
     )
-    _, kwargs = lstm_policy(lstm.policy, None)
+    _, kwargs = lstm_policy(lstm.policy, "Mlp")
     assert kwargs["shared_lstm"] is True and kwargs["enable_critic_lstm"] is False
     with pytest.raises(ConfigError, match=r"policy\.critic_memory must be one of"):
         TrainConfig.from_dict(base | {"policy": {"critic_memory": "own"}})

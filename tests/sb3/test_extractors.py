@@ -136,13 +136,13 @@ def test_pooled_features_name_what_is_in_view_wherever_it_lies() -> None:
 
 def test_encoder_kwargs_of_a_config_reach_the_extractor(tmp_path) -> None:
     from txrl.config import load_train_config
-    from txrl.learners import memory_policy
+    from txrl.run.algorithms import policy_for
 
     path = tmp_path / "s7.yaml"
     path.write_text("env:\n  id: txrl/MiniGrid-MemoryS7-v0\n")
     config = load_train_config(path, ["policy.encoder_kwargs={pooled: true, features_dim: 24}"])
     env = gym.make("txrl/MiniGrid-MemoryS7-v0")
-    name, kwargs = memory_policy(config.policy, env.observation_space)
+    name, kwargs = policy_for("ppo", config.policy, env.observation_space)
     assert kwargs["features_extractor_kwargs"] == {"pooled": True, "features_dim": 24}
     model = MemoryPPO(
         name, env, n_steps=16, batch_size=16, segment_length=8, policy_kwargs={**TINY, **kwargs}

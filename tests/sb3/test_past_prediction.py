@@ -12,8 +12,8 @@ from torch import nn
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import VMPO, MemoryPPO
 from txrl.config import TrainConfig
-from txrl.config.resolve import resolve
 from txrl.errors import ConfigError
+from txrl.run.preflight import resolve
 
 SMALL = {"d_model": 16, "n_layers": 1, "n_heads": 2, "memory_length": 8}
 

@@ -8,7 +8,8 @@ import pytest
 
 import txrl.sb3.policies as policies
 from txrl import VMPO, MemoryPPO
-from txrl.learners import MEMORY_POLICY_NAMES, encoder_prefix
+from txrl.learners import MEMORY_POLICY_NAMES
+from txrl.run.algorithms import encoder_prefix, policy_for
 
 
 def test_each_kind_and_backbone_of_the_list_has_its_alias_class_and_no_other() -> None:
@@ -50,7 +51,6 @@ def test_auto_encoder_takes_pixels_through_a_cnn_and_keeps_code_grids_embedded()
     import numpy as np
 
     from txrl.config import TrainConfig
-    from txrl.learners import get_learner
     from txrl.sb3.extractors import SymbolicGridExtractor
 
     box = gym.spaces.Box
@@ -73,12 +73,11 @@ def test_auto_encoder_takes_pixels_through_a_cnn_and_keeps_code_grids_embedded()
     # the memory learners' policy for each: pixels reach SmallCNN (NatureCNN at 84x84), the
     # MiniGrid grid the code embedding, as before
     policy_config = TrainConfig.from_dict({}).policy
-    learner = get_learner("ppo")
     for space, encoder in (
         (expected["Cnn"][0], policies.SmallCNN),
         (expected["Mlp"][0], SymbolicGridExtractor),
     ):
-        name, _ = learner.policy(policy_config, space)
+        name, _ = policy_for("ppo", policy_config, space)
         assert policies.POLICY_ALIASES[name].encoder_class(space) is encoder, name
     # a named encoder is taken as it is
     assert encoder_prefix("mlp", expected["Cnn"][0]) == "Mlp"

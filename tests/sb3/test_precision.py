@@ -19,8 +19,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import VMPO, MemoryPPO
 from txrl.config import TrainConfig
-from txrl.config.resolve import resolve
 from txrl.errors import ConfigError
+from txrl.run.preflight import resolve
 
 BF16_ABS = 2e-2
 SMALL = {"d_model": 32, "n_layers": 2, "n_heads": 2, "memory_length": 16, "net_arch": [32]}

@@ -17,10 +17,10 @@ from sb3_contrib import RecurrentPPO as ContribRecurrentPPO
 
 from tests._runs import crash_after, tiny
 from txrl import RecurrentPPO, cli
-from txrl.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.compare import compare
 from txrl.config import load_compare_config
-from txrl.rundir import EVAL_LOG, RESUME_LOG
+from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.run_dir import EVAL_LOG, RESUME_LOG
 
 LSTM_RUN = tiny(
     algo="recurrent_ppo",

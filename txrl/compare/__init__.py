@@ -1,7 +1,7 @@
 """``txrl compare``: a grid of variants x seeds, run in parallel, summarised from the runs' logs.
 
 A compare config (:class:`txrl.config.CompareConfig`) expands into runs, one per variant and
-seed. Each run is an ordinary training run (:func:`txrl.train.train`) in its own directory,
+seed. Each run is an ordinary training run (:func:`txrl.run.train.train`) in its own directory,
 so a re-invoked comparison skips finished runs (their ``checkpoints/final.zip`` exists) and
 resumes half-done ones from their last checkpoint; ``only`` (``--only AXIS=LABEL``,
 ``--only seed=N``) runs part of the grid, so a study can be spread over sessions or
@@ -22,7 +22,7 @@ Both write the same layout::
 
     OUT/                              default runs/<name>
       compare.yaml                    the resolved compare config
-      runs/<variant>/seed_<s>/        one run directory each (see txrl.train)
+      runs/<variant>/seed_<s>/        one run directory each (see txrl.run.train)
       runs.csv                        one row per run: final metric, steps to threshold
       results.csv                     one row per variant: mean, IQM and its 95% CI across
                                       seeds of the final metric, median steps to the threshold

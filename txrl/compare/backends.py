@@ -34,7 +34,7 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
     import torch
 
     from txrl.errors import TrainingInterrupted, TrainingPaused
-    from txrl.train import train
+    from txrl.run.train import train
 
     torch.set_num_threads(1)
     run_dir = Path(spec.run_dir)
@@ -112,7 +112,7 @@ def _execute_unless_stopped(spec: RunSpec) -> dict[str, Any]:
 def _exit_with_parent(parent: int, stop: Any, graceful: Any) -> None:
     """Pool initializer: end this worker when the compare process that started it is gone,
     or when it sets ``stop`` (a ``multiprocessing`` event); when it sets ``graceful``, stop
-    this worker's run as a first Ctrl-C would (:func:`txrl.callbacks.request_stop`: at the
+    this worker's run as a first Ctrl-C would (:func:`txrl.run.callbacks.request_stop`: at the
     end of its rollout, with a checkpoint there).
 
     A compare stopped by ``kill -9`` would otherwise leave its workers training on, holding
@@ -125,7 +125,7 @@ def _exit_with_parent(parent: int, stop: Any, graceful: Any) -> None:
     _STOPPING = graceful
 
     def watch() -> None:
-        from txrl.callbacks import request_stop
+        from txrl.run.callbacks import request_stop
 
         # polled, never waited on: a multiprocessing event's set() blocks on any process that
         # ended inside its wait() (a worker that finished its run and exited)
@@ -149,7 +149,7 @@ def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[di
     loses no step; the runs not started are cancelled, the stopped ones reported, and the
     ``KeyboardInterrupt`` propagates. A second Ctrl-C ends the workers at once (each run
     then resumes from its newest checkpoint). Any other exception ends them at once too."""
-    from txrl.callbacks import handling_signals
+    from txrl.run.callbacks import handling_signals
 
     outcomes = []
     context = multiprocessing.get_context("spawn")
@@ -216,10 +216,10 @@ def _tune_trainable(param: dict[str, Any]) -> None:
 
 def _watch_stop_file(stop_file: Path, finished: threading.Event) -> None:
     """Until ``finished`` is set: once ``stop_file`` exists, stop this process's run as a
-    first Ctrl-C would (:func:`txrl.callbacks.request_stop`: after its rollout's update, with
+    first Ctrl-C would (:func:`txrl.run.callbacks.request_stop`: after its rollout's update, with
     a checkpoint there). A file, not a signal: a trial runs in a thread of a Ray worker that
     may be on another node, and the compare's storage folder is one every node sees."""
-    from txrl.callbacks import request_stop
+    from txrl.run.callbacks import request_stop
 
     while not finished.wait(PARENT_CHECK_SECONDS):
         if stop_file.exists():
@@ -260,7 +260,7 @@ def run_ray(
     each running trial ends its run after its rollout's update with a checkpoint there, the
     trials not begun begin nothing, the stopped runs are reported and ``KeyboardInterrupt``
     is raised. A second Ctrl-C ends the trials at once."""
-    from txrl.callbacks import handling_signals
+    from txrl.run.callbacks import handling_signals
 
     try:
         import ray

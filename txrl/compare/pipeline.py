@@ -80,7 +80,7 @@ def compare(
     ``only`` (see :func:`select_runs`) runs part of the grid, e.g. one learner or some seeds
     on another machine into the same ``out_dir``; the summary covers every finished run of
     the grid, whichever process ran it. ``until`` pauses each run at that step
-    (:func:`txrl.train.train`), e.g. a screen of the first steps of runs whose schedules
+    (:func:`txrl.run.train.train`), e.g. a screen of the first steps of runs whose schedules
     span the whole budget; the same call without it continues them.
     """
     if backend not in ("local", "ray"):

@@ -17,9 +17,10 @@ from typing import Any
 
 import yaml
 
-from txrl.checkpoint import latest_checkpoint
-from txrl.config import CONFIG_FILE, CompareConfig, ConfigError, TrainConfig, resolve
-from txrl.rundir import finished_run
+from txrl.config import CONFIG_FILE, CompareConfig, ConfigError, TrainConfig
+from txrl.run.checkpoint import latest_checkpoint
+from txrl.run.preflight import resolve
+from txrl.run.run_dir import finished_run
 
 #: Each run's console output (its progress lines and any traceback), in its run directory.
 TRAIN_LOG = "train.log"
@@ -34,7 +35,7 @@ class RunSpec:
     seed: int
     config: dict[str, Any]  # TrainConfig.to_dict() of this run
     run_dir: str  # absolute
-    until: int | None = None  # pause at this step (txrl.train.train's ``until``)
+    until: int | None = None  # pause at this step (txrl.run.train.train's ``until``)
 
     def status(self) -> str:
         """``finished``, ``partial`` (has a checkpoint to resume) or ``new``."""
@@ -51,7 +52,7 @@ def plan(config: CompareConfig, out_dir: Path) -> list[RunSpec]:
 
     Each run trains with one torch thread and no console tables; its progress goes to its
     ``train.log`` as a line every ``runtime.progress_every`` seconds (the log is not a
-    terminal, so :class:`txrl.callbacks.Progress` writes lines, not a bar). A run directory that
+    terminal, so :class:`txrl.run.callbacks.Progress` writes lines, not a bar). A run directory that
     holds a run of another config is an error (nothing is overwritten).
     """
     variants = config.variants()

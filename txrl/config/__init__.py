@@ -2,21 +2,22 @@
 
 One module per job:
 
-* :mod:`txrl.config.schema`: the checker (YAML data -> frozen dataclass, every problem
-  reported at once, each naming its dotted key and the valid form);
 * :mod:`txrl.config.sections`: the sections of a training config and :class:`TrainConfig`
   (the learner's section is its settings dataclass from :mod:`txrl.learners`);
 * :mod:`txrl.config.files`: YAML files, ``--set`` overrides, a run directory's config;
 * :mod:`txrl.config.grid`: compare grids (:class:`CompareConfig`);
-* :mod:`txrl.config.resolve`: the checks that need a built backbone, an env or torch, run
-  once by training and ``txrl compare``.
+* :mod:`txrl.config.checks`: the checks against the registries of backbones and learners.
 
-The ``policy:`` section is checked against the backbone registry, :mod:`txrl.backbones`,
-which holds each backbone's settings without torch.
+Every section is checked by :mod:`txrl.schema` (YAML data -> frozen dataclass, every problem
+reported at once, each naming its dotted key and the valid form). The ``policy:`` section is
+checked against the backbone registry, :mod:`txrl.backbones`, and the learner's section is
+its settings from :mod:`txrl.learners`; both hold their settings without torch.
 
-Parsing imports no torch and builds no model or env.
+Parsing imports no torch and builds no model or env; the checks that need a built backbone,
+an env or torch run once before training, in the run layer (:mod:`txrl.run.preflight`).
 """
 
+from txrl.config.checks import check_learner, check_policy
 from txrl.config.files import (
     CONFIG_FILE,
     apply_overrides,
@@ -29,8 +30,6 @@ from txrl.config.files import (
     set_dotted,
 )
 from txrl.config.grid import CompareConfig, Variant, load_compare_config
-from txrl.config.resolve import check_policy, resolve
-from txrl.config.schema import Interval, from_mapping, to_plain
 from txrl.config.sections import (
     RESUME_KEYS,
     CheckpointConfig,
@@ -43,6 +42,7 @@ from txrl.config.sections import (
     check_resume_changes,
 )
 from txrl.errors import ConfigError
+from txrl.schema import Interval, from_mapping, to_plain
 
 __all__ = [
     "CONFIG_FILE",
@@ -59,6 +59,7 @@ __all__ = [
     "Variant",
     "apply_overrides",
     "changed_keys",
+    "check_learner",
     "check_policy",
     "check_resume_changes",
     "dump_yaml",
@@ -68,7 +69,6 @@ __all__ = [
     "parse_override",
     "read_run_config",
     "read_yaml",
-    "resolve",
     "resume_config",
     "set_dotted",
     "to_plain",

@@ -6,6 +6,7 @@ applied to the file's data before it is checked, so an override is checked like 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -14,9 +15,10 @@ from typing import Any
 
 import yaml
 
-from txrl.config.schema import to_plain
 from txrl.config.sections import TrainConfig, check_resume_changes
 from txrl.errors import ConfigError, RunError
+from txrl.learners import get_learner, learner_names
+from txrl.schema import to_plain
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -141,8 +143,6 @@ def load_train_config(
     data = read_yaml(path)
     algos = [value for key, value in map(parse_override, overrides) if key == "algo"]
     if algos:
-        from txrl.learners import learner_names
-
         for other in learner_names():
             dropped = data.pop(other, None) if other != algos[-1] else None
             if isinstance(dropped, Mapping) and dropped:
@@ -154,13 +154,9 @@ def load_train_config(
 
 
 def _dropped_section_note(section: str, algo: str, dropped: Mapping[str, Any]) -> str:
-    from txrl.learners import get_learner, learner_names
-
     note = f"--set algo={algo} drops the file's {section}: section ({', '.join(map(str, dropped))})"
     if algo not in learner_names():
         return note  # the unknown algo is reported as an error of its own
-    import dataclasses
-
     own = {f.name for f in dataclasses.fields(get_learner(algo).settings)}
     shared = [str(k) for k in dropped if k in own]
     if not shared:
@@ -184,7 +180,7 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-#: The resolved config in a run directory (see :mod:`txrl.rundir`).
+#: The resolved config in a run directory (see :mod:`txrl.run.run_dir`).
 CONFIG_FILE = "config.yaml"
 
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from txrl.config.checks import check_policy, inapplicable_note
 from txrl.config.files import apply_overrides, deep_copy, read_yaml, set_dotted
-from txrl.config.schema import NonNegativeInt, PositiveInt, from_mapping
 from txrl.config.sections import TrainConfig
 from txrl.errors import ConfigError
+from txrl.schema import NonNegativeInt, PositiveInt, from_mapping
 
 
 @dataclass(frozen=True)
@@ -159,14 +160,10 @@ class CompareConfig:
             except ConfigError as e:
                 problems += [f"variant {where}: {p}" for p in e.problems]
                 continue
-            from txrl.config.resolve import check_policy
-
             policy, wrong = check_policy(config.policy)
             problems += [f"variant {where}: {p}" for p in wrong]
             variants.append(Variant(labels, dataclasses.replace(config, policy=policy)))
         if problems:
-            from txrl.config.resolve import inapplicable_note
-
             raise ConfigError(problems, note=inapplicable_note(problems))
         names = [v.name for v in variants]
         if len(set(names)) != len(names):

@@ -20,7 +20,7 @@ dataclass, declared once beside the learner (``ppo``: :class:`txrl.learners.ppo.
 :class:`txrl.learners.recurrent_ppo.RecurrentPPOSettings`).
 
 Parsing checks keys, types, ranges and how fields fit together, and needs no torch; the
-checks that need an env, a built backbone or the device are :mod:`txrl.config.resolve`'s.
+checks that need an env, a built backbone or the device are :mod:`txrl.run.preflight`'s.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from txrl.backbones import shared_settings
-from txrl.config.schema import (
+from txrl.errors import ConfigError
+from txrl.learners import get_learner, learner_names
+from txrl.schema import (
     Interval,
     NonNegativeInt,
     PositiveFloat,
@@ -41,7 +43,6 @@ from txrl.config.schema import (
     _build,
     to_plain,
 )
-from txrl.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -253,21 +254,14 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.learner is None:
-            from txrl.learners import get_learner
-
             object.__setattr__(self, "learner", get_learner(self.algo).settings())
 
     def __getattr__(self, name: str) -> Any:
         # ``config.ppo`` reads the section of the chosen learner by its YAML name.
-        if not name.startswith("_") and name not in ("algo", "learner"):
-            from txrl.learners import learner_names
-
-            if name in learner_names():
-                if name == self.algo:
-                    return self.learner
-                raise AttributeError(
-                    f"this config trains algo {self.algo!r}; it has no {name} section"
-                )
+        if not name.startswith("_") and name not in ("algo", "learner") and name in learner_names():
+            if name == self.algo:
+                return self.learner
+            raise AttributeError(f"this config trains algo {self.algo!r}; it has no {name} section")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @classmethod
@@ -275,11 +269,9 @@ class TrainConfig:
         """Build and check a config: keys, types, ranges and how fields fit together.
 
         Every problem is reported at once. Needs no torch: the checks that need the
-        backbone registry or the env (and the device) are :func:`txrl.config.resolve`'s,
+        backbone registry or the env (and the device) are :func:`txrl.run.preflight.resolve`'s,
         which training runs once before it starts.
         """
-        from txrl.learners import get_learner, learner_names
-
         if data is None:
             data = {}
         if not isinstance(data, Mapping):

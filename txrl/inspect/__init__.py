@@ -157,9 +157,9 @@ def _play(
     distinct: bool,
 ) -> _Played:
     """Load the checkpoint, make its eval env and record ``episodes`` episodes."""
-    from txrl.checkpoint import read_checkpoint_config, resolve_checkpoint
-    from txrl.evaluate import load_checkpoint_model, make_checkpoint_eval_env
-    from txrl.run_envs import JUDGE_SEED_OFFSET
+    from txrl.run.checkpoint import read_checkpoint_config, resolve_checkpoint
+    from txrl.run.envs import JUDGE_SEED_OFFSET
+    from txrl.run.evaluate import load_checkpoint_model, make_checkpoint_eval_env
 
     if episodes < 1:
         raise InspectError(f"episodes must be >= 1, got {episodes}")
@@ -223,7 +223,7 @@ def inspect_run(
             target, probe, episodes=episodes, seed=seed, out_dir=out_dir,
             align=probe_align, deterministic=deterministic, echo=echo,
         )  # fmt: skip
-    from txrl.checkpoint import atomic_write
+    from txrl.files import atomic_write
 
     played = _play(target, episodes or DEFAULT_EPISODES, seed, video, deterministic, True)
     recording = played.recording

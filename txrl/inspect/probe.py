@@ -258,7 +258,7 @@ def write_probe(result: ProbeResult, out: Path) -> list[Path]:
     """``probe.csv`` (one row per layer and step), ``probe.json`` and ``probe.png``."""
     import json
 
-    from txrl.checkpoint import atomic_write
+    from txrl.files import atomic_write
 
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=["layer", "step", "episodes", "accuracy", "chance"])

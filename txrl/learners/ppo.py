@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from txrl.config.schema import (
+from txrl.learners.common import Learner, MemoryLearnerSettings, memory_policy
+from txrl.schema import (
     LinearDecay,
     NonNegativeFloat,
     PositiveFloat,
@@ -16,7 +17,6 @@ from txrl.config.schema import (
     PositiveRate,
     UnitFloat,
 )
-from txrl.learners import Learner, MemoryLearnerSettings, memory_policy
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,6 @@ class MemoryPPOSettings(PPOLossSettings, MemoryLearnerSettings):
 LEARNER = Learner(
     name="ppo",
     settings=MemoryPPOSettings,
-    algorithm="txrl.sb3.ppo:MemoryPPO",
     policy=memory_policy,
     zoo_name="memory_ppo",
 )

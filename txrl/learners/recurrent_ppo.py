@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from txrl.config.schema import Interval, PositiveInt, PositiveRate
-from txrl.learners import Learner, SB3LearnerSettings, encoder_prefix
+from txrl.learners.common import Learner, SB3LearnerSettings
 from txrl.learners.ppo import PPOLossSettings
+from txrl.schema import Interval, PositiveInt, PositiveRate
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class RecurrentPPOSettings(PPOLossSettings, SB3LearnerSettings):
     """Steps between noise resamples with ``use_sde``; -1: once per rollout."""
 
 
-def lstm_policy(policy: Any, observation_space: Any) -> tuple[str, dict[str, Any]]:
+def lstm_policy(policy: Any, encoder_prefix: str) -> tuple[str, dict[str, Any]]:
     """sb3-contrib's ``<Mlp|Cnn|MultiInput>LstmPolicy`` and the kwargs the config gives."""
     kwargs: dict[str, Any] = {}
     size = policy.hidden_size if policy.hidden_size is not None else policy.d_model
@@ -57,13 +57,12 @@ def lstm_policy(policy: Any, observation_space: Any) -> tuple[str, dict[str, Any
     if policy.critic_memory is not None:
         shared = policy.critic_memory == "shared"
         kwargs.update(shared_lstm=shared, enable_critic_lstm=not shared)
-    return encoder_prefix(policy.encoder, observation_space) + "LstmPolicy", kwargs
+    return encoder_prefix + "LstmPolicy", kwargs
 
 
 LEARNER = Learner(
     name="recurrent_ppo",
     settings=RecurrentPPOSettings,
-    algorithm="txrl.sb3.recurrent_ppo:RecurrentPPO",
     policy=lstm_policy,
     backbones=("lstm",),
     memory_policy=False,

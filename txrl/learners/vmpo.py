@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from txrl.config.schema import (
+from txrl.learners.common import Learner, MemoryLearnerSettings, memory_policy
+from txrl.rl.vmpo_settings import VMPOLossSettings
+from txrl.schema import (
     PositiveFloat,
     PositiveInt,
     PositiveRate,
     UnitFloat,
 )
-from txrl.learners import Learner, MemoryLearnerSettings, memory_policy
-from txrl.rl.vmpo_settings import VMPOLossSettings
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,6 @@ class VMPOSettings(VMPOLossSettings, MemoryLearnerSettings):
 LEARNER = Learner(
     name="vmpo",
     settings=VMPOSettings,
-    algorithm="txrl.sb3.vmpo:VMPO",
     policy=memory_policy,
     zoo_name="vmpo",
 )

@@ -52,8 +52,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.config.schema import from_mapping
 from txrl.rl.vmpo_settings import VMPOLossSettings
+from txrl.schema import from_mapping
 
 # ---------------------------------------------------------------------------------------------
 # Configuration

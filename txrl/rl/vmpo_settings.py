@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from txrl.config.schema import NonNegativeFloat, PositiveFloat
+from txrl.schema import NonNegativeFloat, PositiveFloat
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ recipe runs it holds the run directory's lock, and it turns Ctrl-C outside the l
 loop and a non-finite update into one-line errors that name the newest checkpoint.
 
 The run directory itself (its layout, what a resume restores, crash safety) is
-:mod:`txrl.rundir`'s; the callbacks that evaluate and checkpoint are :mod:`txrl.callbacks`'.
+:mod:`txrl.run.run_dir`'s; the callbacks that evaluate and checkpoint are
+:mod:`txrl.run.callbacks`'. This module is the top of the run layer: the recipe it calls
+(:mod:`txrl.agents.recipe`) wires the modules below it, none of which imports this one.
 """
 
 from __future__ import annotations
@@ -15,18 +17,12 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from txrl.checkpoint import (
-    import_dynamo_without_litter,
-    latest_checkpoint,
-)
-from txrl.config import ConfigError, TrainConfig, resolve
+from txrl.agents.recipe import main as agent_recipe
+from txrl.config import ConfigError, TrainConfig
 from txrl.errors import TrainingDiverged, print_warning
-from txrl.rundir import (
-    TrainResult,
-    default_run_dir,
-    interrupted,
-    run_lock,
-)
+from txrl.run.checkpoint import import_dynamo_without_litter, latest_checkpoint
+from txrl.run.preflight import resolve
+from txrl.run.run_dir import TrainResult, default_run_dir, interrupted, run_lock
 
 
 def warn_short_budget(config: TrainConfig, warn: Callable[[str], None] | None = None) -> None:
@@ -47,9 +43,7 @@ def warn_short_budget(config: TrainConfig, warn: Callable[[str], None] | None = 
 def recipe(config: TrainConfig) -> Callable[..., TrainResult]:
     """The agent recipe that trains ``config``: :func:`txrl.agents.recipe.main`, for every
     learner and backbone."""
-    from txrl.agents.recipe import main
-
-    return main
+    return agent_recipe
 
 
 def train(
@@ -62,14 +56,14 @@ def train(
     """Train ``config`` in ``run_dir`` (default ``runs/<name>-<time>``) with its agent recipe.
 
     ``resume=True`` continues the run in ``run_dir`` from its last checkpoint (see
-    :mod:`txrl.rundir` for what that restores); ``config`` must be the run's own, changed at
+    :mod:`txrl.run.run_dir` for what that restores); ``config`` must be the run's own, changed at
     most in :data:`txrl.config.RESUME_KEYS` (a larger budget extends a finished run).
     ``until`` pauses the run at the first rollout start at or after that step, with a
     checkpoint there, and raises :class:`txrl.errors.TrainingPaused`; the budget and the
     ``lin_`` schedules stay the config's, so a resume goes on as if it had never paused (a
     screen of a long run's first steps, a run split over sessions).
     The checks that need the backbone registry, the env or the device run first
-    (:func:`txrl.config.resolve`); nothing is written when they fail.
+    (:func:`txrl.run.preflight.resolve`); nothing is written when they fail.
     """
     if until is not None and until < 1:
         raise ConfigError(f"until must be a step >= 1, got {until}")

@@ -3,8 +3,9 @@ resume, the finished record and the lock that keeps one process in it.
 
 A :class:`Run` is one training session in its directory; the agent recipe
 (:mod:`txrl.agents.recipe`) opens one and wires it to its learner, and ``txrl train`` and
-``txrl compare`` call the recipe through :func:`txrl.train.train`. Its SB3 callbacks (when
-to evaluate and checkpoint, progress) are :mod:`txrl.callbacks`'.
+``txrl compare`` call the recipe through :func:`txrl.run.train.train`. The SB3 callbacks that
+drive it from inside the learner's loop (when to evaluate and checkpoint, progress) are
+:mod:`txrl.run.callbacks`', which import it: a run knows nothing of the loop.
 
 Run directory::
 
@@ -22,7 +23,7 @@ Run directory::
 
 A checkpoint is one zip file, written atomically between rollouts, where the learner's
 state is consistent (the previous update done, the next rollout not begun); its format is
-:mod:`txrl.checkpoint`'s.
+:mod:`txrl.run.checkpoint`'s.
 
 What resume restores (``txrl train --resume RUN_DIR``) from the last checkpoint:
 
@@ -46,13 +47,13 @@ step once, in order (a ``best.zip`` from after the checkpoint goes too: the eval
 won is no longer in the log), and the resumed run's points continue them in the same ``tb/``
 directory (the ``train/`` values of the update just before the checkpoint, which SB3 logs
 with the next rollout, are the one point missing). A checkpoint that cannot be read (a truncated copy) is named, set aside as
-``<name>.corrupt`` and the newest readable one used (:mod:`txrl.checkpoint`).
+``<name>.corrupt`` and the newest readable one used (:mod:`txrl.run.checkpoint`).
 With dummy envs and deterministic torch kernels (CPU), a resumed run reproduces the
 uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C or SIGTERM ends a run after the
 rollout under way and its update, with a checkpoint at the next rollout start
-(:class:`txrl.callbacks.StopOnInterrupt`, :meth:`Run.save_on_stop`; a second one at once),
+(:class:`txrl.run.callbacks.StopOnInterrupt`, :meth:`Run.save_on_stop`; a second one at once),
 and one line: that step, the checkpoint and the command that resumes it. ``until``
-(:func:`txrl.train.train`, ``--until``) pauses a run the same way at a chosen step
+(:func:`txrl.run.train.train`, ``--until``) pauses a run the same way at a chosen step
 (:meth:`Run.paused`), its budget unchanged.
 
 A larger budget (``txrl train --resume RUN_DIR --set budget=N``, also how a finished run is
@@ -83,12 +84,18 @@ from typing import Any
 import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger, configure
 from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
-from txrl.callbacks import BetweenRollouts, Progress
-from txrl.checkpoint import (
+from txrl.config import (
+    CONFIG_FILE,
+    TrainConfig,
+    check_resume_changes,
+    dump_yaml,
+    read_run_config,
+)
+from txrl.errors import RunError, TrainingInterrupted, TrainingPaused, print_warning
+from txrl.run.checkpoint import (
     BEST_CHECKPOINT,
     CHECKPOINT_DIR,
     FINAL_CHECKPOINT,
@@ -105,16 +112,8 @@ from txrl.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
-from txrl.config import (
-    CONFIG_FILE,
-    TrainConfig,
-    check_resume_changes,
-    dump_yaml,
-    read_run_config,
-)
-from txrl.errors import RunError, TrainingInterrupted, TrainingPaused, print_warning
-from txrl.evaluate import EvalResult, evaluate
-from txrl.run_envs import EVAL_SEED_OFFSET, make_train_env, restore_envs
+from txrl.run.envs import EVAL_SEED_OFFSET, make_train_env, restore_envs
+from txrl.run.evaluate import EvalResult, evaluate
 
 EVAL_LOG = "eval.jsonl"
 RESUME_LOG = "resumes.jsonl"
@@ -127,7 +126,7 @@ RUN_FILES = (EVAL_LOG, TB_DIR, CHECKPOINT_DIR)
 @dataclass
 class TrainResult:
     """What a finished training run returns: :meth:`Run.finish` makes it, the recipe and
-    :func:`txrl.train.train` return it."""
+    :func:`txrl.run.train.train` return it."""
 
     run_dir: Path
     timesteps: int
@@ -199,7 +198,7 @@ class Run:
         resume: bool = False,
         warn: Callable[[str], None] | None = None,
     ) -> Run:
-        """Create a fresh run directory, or reopen one to resume (see :func:`txrl.train.train`).
+        """Create a fresh run directory, or reopen one to resume (see :func:`txrl.run.train.train`).
 
         A resumed run may be given a config that differs from its own in the keys of
         :data:`txrl.config.RESUME_KEYS` (a larger budget continues a finished run). An
@@ -307,13 +306,6 @@ class Run:
         formats = ["tensorboard"] + (["stdout"] if self.config.runtime.verbose >= 1 else [])
         return configure(str(self.run_dir / TB_DIR), formats)
 
-    def callbacks(self, eval_env: VecEnv) -> list[BaseCallback]:
-        """Evaluation and checkpoints between rollouts; progress over the whole budget."""
-        callbacks: list[BaseCallback] = [BetweenRollouts(self, eval_env)]
-        if self.config.runtime.progress_bar:
-            callbacks.append(Progress(self))
-        return callbacks
-
     def remaining(self, model: BaseAlgorithm) -> int:
         """Env steps left in the budget, for ``learn(..., reset_num_timesteps=False)``."""
         return max(0, self.config.budget - model.num_timesteps)
@@ -404,7 +396,7 @@ class Run:
         return path
 
     def save_on_stop(self, model: BaseAlgorithm) -> int:
-        """The checkpoint of a stop at a rollout start (:class:`txrl.callbacks.StopOnInterrupt`):
+        """The checkpoint of a stop at a rollout start (:class:`txrl.run.callbacks.StopOnInterrupt`):
         a periodic one at this step, unless one was just written here. Returns its step."""
         step = int(model.num_timesteps)
         if self.last_checkpoint != step or latest_checkpoint(self.run_dir) is None:

@@ -16,6 +16,7 @@ Intervals (from :mod:`txrl.stats`): the success rate's is Wilson's score interva
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,13 +25,15 @@ import numpy as np
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv
 
-from txrl.checkpoint import (
+from txrl.run.algorithms import algorithm_class
+from txrl.run.checkpoint import (
     CheckpointError,
     import_dynamo_without_litter,
     read_checkpoint_config,
     read_resume_state,
     resolve_checkpoint,
 )
+from txrl.run.envs import make_eval_env
 from txrl.stats import bootstrap_ci, wilson_interval
 
 if TYPE_CHECKING:
@@ -136,20 +139,14 @@ __all__ = [
 
 def load_checkpoint_model(checkpoint: Path, config: TrainConfig) -> BaseAlgorithm:
     """The trained model of ``checkpoint`` (made with ``config``), on the config's device."""
-    from txrl.learners import get_learner
-
-    return get_learner(config.algo).algorithm_class().load(checkpoint, device=config.runtime.device)
+    return algorithm_class(config.algo).load(checkpoint, device=config.runtime.device)
 
 
 def make_checkpoint_eval_env(
     checkpoint: Path, config: TrainConfig, *, episodes: int, seed: int | None = None
 ) -> VecEnv:
-    """Eval envs of ``config`` (see :func:`txrl.run_envs.make_eval_env`), with the observation
+    """Eval envs of ``config`` (see :func:`txrl.run.envs.make_eval_env`), with the observation
     normalisation statistics frozen at the checkpoint's values when training used them."""
-    import pickle
-
-    from txrl.run_envs import make_eval_env
-
     env = make_eval_env(config, episodes=episodes, seed=seed)
     if config.env.normalize_obs:
         state = read_resume_state(checkpoint)
@@ -175,7 +172,7 @@ def evaluate_checkpoint(
 
     The checkpoint carries its config, so the same env (and observation normalisation) is
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
-    judging seeds (:data:`txrl.run_envs.JUDGE_SEED_OFFSET`), apart from those of the
+    judging seeds (:data:`txrl.run.envs.JUDGE_SEED_OFFSET`), apart from those of the
     evaluations during training, which chose the best checkpoint and may have stopped the run. Returns :meth:`EvalResult.summary` plus where from.
     """
     import_dynamo_without_litter()  # loading builds an optimizer (see its doc)

@@ -8,6 +8,11 @@ take). Two conveniences, both because of YAML: numbers written without a dot (``
 which PyYAML reads as a string) are accepted where a number is expected, and an
 integer-valued float (``1.0e5``) where an integer is.
 
+It depends on nothing of txrl but its errors: the config's sections (:mod:`txrl.config`),
+the learners' settings (:mod:`txrl.learners`) and the V-MPO loss's
+(:mod:`txrl.rl.vmpo_settings`) all declare their fields with its types, and the config reads
+the learners' registry, so the checker sits below both.
+
 Why not pydantic or OmegaConf: the sections are also the learners' settings
 (:mod:`txrl.learners`), which must stay plain dataclasses importable without extra
 dependencies, and the messages (the valid range in words, "did you mean", the note on

@@ -39,6 +39,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper,
 
 from txrl.config import TrainConfig, dump_yaml
 from txrl.errors import RunError, print_warning
+from txrl.files import atomic_write, fsync_dir
 
 CHECKPOINT_DIR = "checkpoints"
 FINAL_CHECKPOINT = "final.zip"
@@ -55,46 +56,9 @@ class CheckpointError(RunError):
     """A checkpoint file cannot be read: truncated, corrupt, or not a txrl checkpoint."""
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, whole.
-
-    The data goes to a temporary file beside ``path`` first; when anything fails (a full
-    disk, a read-only directory, Ctrl-C) the temporary file is removed and the error raised,
-    an :class:`OSError` naming ``path`` itself (the file that could not be written).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    try:
-        _write_synced(tmp, data)
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        if isinstance(e, OSError) and e.errno is not None:
-            raise OSError(e.errno, e.strerror, str(path)) from e
-        raise
-    _fsync_dir(path.parent)
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new file ``path`` and flush it to the disk."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @dataclass
 class ResumeState:
-    """What a checkpoint holds besides SB3's model archive (see :mod:`txrl.rundir`)."""
+    """What a checkpoint holds besides SB3's model archive (see :mod:`txrl.run.run_dir`)."""
 
     num_timesteps: int
     last_obs: Any  # np.ndarray or dict of them, as the learner last saw them
@@ -179,6 +143,18 @@ def save_checkpoint(
     atomic_write(path, buffer.getvalue())
 
 
+#: Modules that held the classes of a checkpoint's resume state in earlier releases, by the
+#: module that holds them now: checkpoints written before a move still load and resume.
+MOVED_MODULES = {"txrl.checkpoint": "txrl.run.checkpoint"}
+
+
+class _ResumeUnpickler(pickle.Unpickler):
+    """Reads a resume state, finding classes whose module moved (:data:`MOVED_MODULES`)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(MOVED_MODULES.get(module, module), name)
+
+
 def read_checkpoint(path: Path) -> tuple[ResumeState, TrainConfig]:
     """The resume state and config of checkpoint ``path``, after checking the whole file.
 
@@ -205,7 +181,7 @@ def read_checkpoint(path: Path) -> tuple[ResumeState, TrainConfig]:
                 )
             if missing:
                 raise unreadable(f"truncated or corrupt: it lacks {', '.join(missing)}")
-            state = pickle.loads(archive.read(RESUME_MEMBER))
+            state = _ResumeUnpickler(io.BytesIO(archive.read(RESUME_MEMBER))).load()
             text = archive.read(CONFIG_MEMBER).decode()
     except CheckpointError:
         raise
@@ -269,7 +245,7 @@ def newest_readable_checkpoint(
             if set_aside:
                 aside = unreadable.with_name(unreadable.name + CORRUPT_SUFFIX)
                 os.replace(unreadable, aside)
-                _fsync_dir(directory)
+                fsync_dir(directory)
                 warn(f"{error}\nset it aside as {aside.name}; continuing from {path.name}")
             else:
                 warn(f"{error}\nusing {path.name} instead")

@@ -1,21 +1,35 @@
-"""The checks of a training config that need more than the config: run once before training.
+"""Training's preflight: the checks of a config that need more than the config, run once
+before a run directory is written.
 
-:func:`resolve` looks the backbone up in the registry (:mod:`txrl.backbones`), builds it once
-at a tiny size (so that its own checks run), makes one env (so that the env checks its
-kwargs), builds the encoder when ``policy.encoder_kwargs`` is set, and asks torch whether
-the device exists. Training (:func:`txrl.train.train`) and ``txrl compare`` (once per
-variant, before any run starts) call it; parsing a config never does, so reading a run's
-config or planning a grid builds nothing.
+:func:`resolve` runs the registries' checks (:mod:`txrl.config.checks`), builds the backbone
+once at a tiny size (so that its own checks run), makes one env (so that the env checks its
+kwargs and its spaces are ones the learner trains on), builds the encoder when
+``policy.encoder_kwargs`` is set, and asks torch whether the device exists. Training
+(:func:`txrl.run.train.train`) and ``txrl compare`` (once per variant, before any run
+starts) call it; parsing a config never does, so reading a run's config or planning a grid
+builds nothing and imports no torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 from typing import Any
 
-from txrl.config.sections import EnvConfig, PolicyConfig, TrainConfig
+import gymnasium as gym
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecTransposeImage
+
+from txrl.backbones import make_backbone
+from txrl.config import EnvConfig, PolicyConfig, TrainConfig
+from txrl.config.checks import check_learner, check_policy, inapplicable_note
+from txrl.envs import make_env_fn  # importing txrl.envs registers the txrl/... ids
 from txrl.errors import ConfigError
+from txrl.learners import get_learner
+from txrl.run.algorithms import algorithm_class, policy_for
+from txrl.sb3.policies import MemoryActorCriticPolicy
 
 
 def resolve(config: TrainConfig) -> TrainConfig:
@@ -24,107 +38,23 @@ def resolve(config: TrainConfig) -> TrainConfig:
     Reports every problem at once. With ``policy.inapplicable: drop`` the settings the
     backbone does not have are cleared in the returned config (which the run records).
     """
-    from txrl.learners import get_learner, learners
-
-    learner = get_learner(config.algo)
     policy, problems = check_policy(config.policy)
-    if learner.backbones is not None and policy.backbone not in learner.backbones:
-        problems.append(
-            f"algo {config.algo} trains policy.backbone {' or '.join(learner.backbones)}, "
-            f"got {policy.backbone!r} (with policy.inapplicable: drop the settings the new "
-            "backbone does not have are cleared)"
-        )
-    memory_learners = ", ".join(n.name for n in learners() if n.memory_policy)
-    if not learner.memory_policy and policy.training_precision != "fp32":
-        problems.append(
-            f"policy.training_precision {policy.training_precision!r} applies to txrl's memory "
-            f"learners ({memory_learners}); algo {config.algo} trains in fp32"
-        )
-    # the policy's own auxiliary losses: only txrl's memory policies compute them
-    for name, wanted in (
-        ("predict_past", bool(policy.predict_past)),
-        ("reconstruct_observation", policy.reconstruct_observation),
-    ):
-        if wanted and not learner.memory_policy:
-            problems.append(
-                f"policy.{name} applies to txrl's memory learners ({memory_learners}); "
-                f"algo {config.algo} has no such loss"
-            )
-    segment = getattr(config.learner, "segment_length", None)
-    if policy.predict_past and segment is not None and max(policy.predict_past) >= segment:
-        problems.append(
-            f"policy.predict_past offsets must be below {config.algo}.segment_length "
-            f"({segment}), got {list(policy.predict_past)}"
-        )
+    problems += check_learner(config, policy)
     if not problems:
-        problems += _check_backbone_builds(policy, memory_policy=learner.memory_policy)
+        problems += _check_backbone_builds(
+            policy, memory_policy=get_learner(config.algo).memory_policy
+        )
     env_problems = _check_env(config.env)
     problems += env_problems or _check_spaces(config)
     if not problems and policy.encoder_kwargs:
-        problems += _check_encoder(config, policy, learner)
+        problems += _check_encoder(config, policy)
     problems += _check_device(config.runtime.device)
     if problems:
         raise ConfigError(problems, note=inapplicable_note(problems))
     return dataclasses.replace(config, policy=policy)
 
 
-def inapplicable_note(problems: list[str]) -> str | None:
-    if any("does not apply to backbone" in p for p in problems):
-        return (
-            "settings a backbone does not have can all be cleared at once with "
-            "policy.inapplicable: drop (--set policy.inapplicable=drop), or one by one with "
-            "--set policy.KEY=null"
-        )
-    return None
-
-
-def check_policy(policy: PolicyConfig) -> tuple[PolicyConfig, list[str]]:
-    """The policy with inapplicable settings dropped (when asked), and what is wrong with it.
-
-    Reads the backbone registry (:mod:`txrl.backbones`, no torch) and builds nothing.
-    """
-    from txrl.backbones import backbone_config_class, backbone_names, setting_names
-
-    names = backbone_names()
-    if policy.backbone not in names:
-        return policy, [
-            f"policy.backbone must be one of {', '.join(names)}, got {policy.backbone!r}"
-        ]
-    valid = [
-        name
-        for name in setting_names(backbone_config_class(policy.backbone))
-        if name != "input_dim"
-    ]
-    extra = [key for key in policy.backbone_settings() if key not in valid]
-    if policy.inapplicable == "drop" and extra:
-        unset: dict[str, Any] = {k: None for k in extra if k in policy.BACKBONE_FIELDS}
-        policy = dataclasses.replace(
-            policy,
-            **unset,
-            backbone_kwargs={k: v for k, v in policy.backbone_kwargs.items() if k in valid},
-        )
-        extra = []
-    problems = [
-        f"{'policy' if key in policy.BACKBONE_FIELDS else 'policy.backbone_kwargs'}.{key} "
-        f"does not apply to backbone {policy.backbone!r}; its settings: {', '.join(valid)}"
-        for key in extra
-    ]
-    if "memory_length" in valid and policy.backbone_settings().get("memory_length") == 0:
-        # The backbone modules accept 0, but an agent trained so remembers no past step:
-        # never what a training config means.
-        key = "policy.memory_length"
-        if policy.memory_length != 0:
-            key = "policy.backbone_kwargs.memory_length"
-        problems.append(
-            f"{key} must be >= 1 for backbone {policy.backbone!r} (the steps of memory each "
-            "layer attends to; 0 leaves the agent no memory of past steps), got 0"
-        )
-    return policy, problems
-
-
 def _check_backbone_builds(policy: PolicyConfig, *, memory_policy: bool) -> list[str]:
-    from txrl.backbones import make_backbone
-
     try:
         # Building the (small, CPU) module runs every check of the backbone itself.
         make_backbone(policy.backbone, input_dim=1, **policy.backbone_settings())
@@ -132,8 +62,6 @@ def _check_backbone_builds(policy: PolicyConfig, *, memory_policy: bool) -> list
         return [f"policy (backbone {policy.backbone!r}): {e}"]
     if not memory_policy:
         return []
-    from txrl.sb3.policies import MemoryActorCriticPolicy
-
     valid_kwargs = MemoryActorCriticPolicy.valid_kwargs()
     return [
         f"policy.{key} is not supported by this version's memory policies "
@@ -144,10 +72,6 @@ def _check_backbone_builds(policy: PolicyConfig, *, memory_policy: bool) -> list
 
 
 def _check_env(env: EnvConfig) -> list[str]:
-    import gymnasium as gym
-
-    import txrl.envs  # noqa: F401  # registers the txrl ids
-
     env_id = env.id
     module, _, name = env_id.rpartition(":")
     if module:
@@ -185,8 +109,6 @@ LEARNER_ACTION_SPACES = {
 
 def _env_spaces(config: TrainConfig) -> tuple[Any, Any]:
     """The observation and action spaces of the run's env, wrappers included."""
-    from txrl.envs import make_env_fn
-
     env = make_env_fn(
         config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
     )()
@@ -200,8 +122,6 @@ def _check_spaces(config: TrainConfig) -> list[str]:
     """The env's observation and action spaces are ones the learner trains on; checked here,
     before a run directory exists, since SB3 and torch fail on others without a useful
     message (Graph or Text observations, MultiBinary actions) and only once training began."""
-    from gymnasium import spaces
-
     try:
         observation_space, action_space = _env_spaces(config)
     except (ValueError, TypeError) as e:
@@ -228,16 +148,12 @@ def _check_spaces(config: TrainConfig) -> list[str]:
     return problems
 
 
-def _check_encoder(config: TrainConfig, policy: PolicyConfig, learner: Any) -> list[str]:
+def _check_encoder(config: TrainConfig, policy: PolicyConfig) -> list[str]:
     """Build the encoder the run's policy would build, with ``policy.encoder_kwargs``, on the
     env's observation space: a keyword its class does not take is named with those it does."""
-    import inspect
-
-    from stable_baselines3.common.vec_env import VecTransposeImage
-
     space, _ = _env_spaces(config)
-    name, _ = learner.policy(policy, space)
-    policy_class = learner.algorithm_class().policy_aliases[name]
+    name, _ = policy_for(config.algo, policy, space)
+    policy_class = algorithm_class(config.algo).policy_aliases[name]
     if hasattr(policy_class, "encoder_class"):  # txrl's memory policies choose for code grids
         encoder = policy_class.encoder_class(space)
     else:
@@ -261,8 +177,6 @@ def _check_encoder(config: TrainConfig, policy: PolicyConfig, learner: Any) -> l
 def _check_device(device: str) -> list[str]:
     """A device torch can use here; asking for a GPU that is not there is an error, not a
     silent CPU run recorded as a GPU one."""
-    import torch
-
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             return [

@@ -1,7 +1,7 @@
 """The envs of a run: training envs (optionally normalised), eval envs, restored envs.
 
-Used by training (:mod:`txrl.rundir`) and by evaluating a checkpoint
-(:func:`txrl.evaluate.evaluate_checkpoint`), which therefore do not import each other.
+Used by training (:class:`txrl.run.run_dir.Run`, the recipe) and by evaluating a checkpoint
+(:func:`txrl.run.evaluate.evaluate_checkpoint`).
 Every env is wrapped in SB3's ``Monitor`` (episode returns and lengths) and seeded
 ``seed, seed + 1, ...``; eval envs use seeds disjoint from the training envs'.
 """
@@ -18,8 +18,9 @@ import gymnasium as gym
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
-from txrl.checkpoint import ResumeState
 from txrl.config import TrainConfig
+from txrl.envs import make_env_fn
+from txrl.run.checkpoint import ResumeState
 
 #: Seeds of the eval envs during training (periodic evaluations, ``eval.stop_at``, the best
 #: checkpoint): ``config.seed + EVAL_SEED_OFFSET + i`` for env i, apart from the training envs'.
@@ -43,7 +44,7 @@ def _ignoring_sigint(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
 
     A terminal's Ctrl-C reaches every process of its group; SB3's env workers end on it, and
     the training process, which stops cleanly at the end of its rollout
-    (:class:`txrl.callbacks.StopOnInterrupt`), would then find its envs gone mid-rollout."""
+    (:class:`txrl.run.callbacks.StopOnInterrupt`), would then find its envs gone mid-rollout."""
 
     def make(**kwargs: Any) -> gym.Env:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -54,8 +55,6 @@ def _ignoring_sigint(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
 
 def make_envs(config: TrainConfig, n_envs: int, seed: int, *, subproc: bool = False) -> VecEnv:
     """``n_envs`` Monitor-wrapped copies of the config's env, seeded ``seed, seed + 1, ...``."""
-    from txrl.envs import make_env_fn
-
     factory = make_env_fn(
         config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
     )

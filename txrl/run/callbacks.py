@@ -1,8 +1,10 @@
-"""The SB3 callbacks of a training run: when to evaluate and checkpoint, and progress.
+"""The SB3 callbacks of a training run: when to evaluate and checkpoint, progress, and a
+clean stop on Ctrl-C, SIGTERM or a chosen step.
 
-Both count env steps over the run's whole budget, not calls since their own start, so their
-schedules and totals survive a resume (see :mod:`txrl.rundir`). :meth:`txrl.rundir.Run.callbacks`
-builds them for the run's learner.
+They drive a :class:`txrl.run.run_dir.Run` from inside the learner's loop, so they import it
+and it knows nothing of them; :func:`run_callbacks` builds the run's own for its learner.
+They count env steps over the run's whole budget, not calls since their own start, so their
+schedules and totals survive a resume (see :mod:`txrl.run.run_dir`).
 """
 
 from __future__ import annotations
@@ -15,15 +17,23 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 
-if TYPE_CHECKING:
-    from stable_baselines3.common.base_class import BaseAlgorithm
+from txrl.run.run_dir import Run
 
-    from txrl.rundir import Run
+
+def run_callbacks(run: Run, eval_env: VecEnv) -> list[BaseCallback]:
+    """The callbacks of ``run``: evaluation and checkpoints between rollouts
+    (:class:`BetweenRollouts`) and, with ``runtime.progress_bar``, progress over the whole
+    budget (:class:`Progress`)."""
+    callbacks: list[BaseCallback] = [BetweenRollouts(run, eval_env)]
+    if run.config.runtime.progress_bar:
+        callbacks.append(Progress(run))
+    return callbacks
 
 
 class BetweenRollouts(BaseCallback):
@@ -90,7 +100,7 @@ class StopOnInterrupt(BaseCallback):
     (the TensorBoard writer's queue, a thread's condition) and hang the exit that follows.
     Inside :meth:`catching`, the first SIGINT or SIGTERM (what ``kill`` and cluster schedulers
     send before they end a job) only sets :attr:`requested`, as :func:`request_stop` does.
-    With ``save`` (a run's :meth:`txrl.rundir.Run.save_on_stop`), training goes on to the
+    With ``save`` (a run's :meth:`txrl.run.run_dir.Run.save_on_stop`), training goes on to the
     end of the rollout under way and its update, ``save(model)`` writes a checkpoint at the
     next rollout start (the one point where a checkpoint is consistent, as the periodic ones
     are), and ``learn()`` ends there: the resumed run continues exactly where it stopped.

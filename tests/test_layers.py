@@ -1,0 +1,125 @@
+"""The layers of txrl (pyproject.toml's import contracts): no module imports from a layer above
+its own or in a loop, imports inside functions included, and a config is read without torch."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import grimp
+import pytest
+from importlinter import api
+from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
+from importlinter.contracts.forbidden import ForbiddenContract
+from importlinter.contracts.layers import LayersContract
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACT_TYPES = {
+    "layers": LayersContract,
+    "forbidden": ForbiddenContract,
+    "acyclic_siblings": AcyclicSiblingsContract,
+}
+
+
+def _contracts() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    configuration = api.read_configuration(str(ROOT / "pyproject.toml"))
+    return configuration["session_options"], configuration["contracts_options"]
+
+
+def _kept(graph: grimp.ImportGraph) -> dict[str, bool]:
+    """Contract id -> whether ``graph`` keeps it."""
+    session, contracts = _contracts()
+    kept = {}
+    for options in contracts:
+        contract = CONTRACT_TYPES[options["type"]](
+            name=options["name"], session_options=session, contract_options=options
+        )
+        kept[options["id"]] = contract.check(copy.deepcopy(graph), verbose=False).kept
+    return kept
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("txrl", include_external_packages=True, cache_dir=None)
+
+
+def test_lint_imports_keeps_every_contract() -> None:
+    """What CI runs: ``lint-imports`` with the contracts of pyproject.toml."""
+    command = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert command is not None, "lint-imports is not installed: pip install -e '.[test]'"
+    done = subprocess.run(
+        [command, "--no-cache", "--no-logo"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert f"Contracts: {len(_contracts()[1])} kept, 0 broken." in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported", "broken"),
+    [
+        # an upward import across the layers of txrl: the config reaching the run layer
+        ("txrl.config.sections", "txrl.run.train", "layers"),
+        # the learners' records reaching the algorithms that train them
+        ("txrl.learners.common", "txrl.sb3.ppo", "layers"),
+        # an upward import inside the run layer: the checkpoint format reaching the callbacks
+        ("txrl.run.checkpoint", "txrl.run.callbacks", "run-layers"),
+        # a loop inside one package, which no layer order of txrl can see
+        ("txrl.config.files", "txrl.config.grid", "no-loops"),
+        # torch in the config, directly or through a module of the torch layers
+        ("txrl.config.sections", "torch", "torch-free-config"),
+        ("txrl.learners.vmpo", "txrl.rl.vmpo_loss", "torch-free-config"),
+    ],
+)
+def test_each_contract_breaks_on_what_it_forbids(
+    graph: grimp.ImportGraph, importer: str, imported: str, broken: str
+) -> None:
+    assert all(_kept(graph).values())
+    changed = copy.deepcopy(graph)
+    changed.add_import(importer=importer, imported=imported)
+    assert not _kept(changed)[broken]
+
+
+def test_an_import_inside_a_function_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loops the contracts forbid include those that an import inside a function hides."""
+    package = tmp_path / "looped"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "low.py").write_text("def up():\n    from looped import high\n\n    return high\n")
+    (package / "high.py").write_text("from looped import low\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    looped = grimp.build_graph("looped", cache_dir=None)
+    contract = AcyclicSiblingsContract(
+        name="no loops", session_options={}, contract_options={"ancestors": ["looped"]}
+    )
+    assert not contract.check(looped, verbose=False).kept
+
+
+def test_a_config_is_read_and_checked_without_torch() -> None:
+    """Parsing every learner's config, checking its policy against the registries and
+    planning a compare grid load neither torch nor Stable-Baselines3 nor txrl's torch layers
+    (in a fresh interpreter, so that nothing imported by another test counts)."""
+    script = """
+import sys
+from txrl.config import TrainConfig, check_learner, check_policy, load_compare_config
+from txrl.learners import learner_names
+
+for algo in learner_names():
+    backbone = "lstm" if algo == "recurrent_ppo" else "gtrxl"
+    config = TrainConfig.from_dict({"algo": algo, "policy": {"backbone": backbone}})
+    policy, problems = check_policy(config.policy)
+    assert not problems + check_learner(config, policy), problems
+assert load_compare_config("configs/compare_tiny.yaml").variants()
+heavy = ("torch", "stable_baselines3", "sb3_contrib", "txrl.nn", "txrl.sb3", "txrl.run")
+print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"

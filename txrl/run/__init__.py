@@ -1,0 +1,19 @@
+"""The run layer: one training run in its directory, from its config to its final checkpoint,
+and the evaluation of what it left.
+
+One module per job, each importing only those below it (pyproject.toml's import contracts
+hold them to that order):
+
+* :mod:`txrl.run.train`: the entry point, :func:`~txrl.run.train.train`: the preflight,
+  the lock, the agent recipe (:mod:`txrl.agents.recipe`, which wires the modules below);
+* :mod:`txrl.run.callbacks`: the SB3 callbacks that drive a run from inside the learner's
+  loop (evaluations and checkpoints between rollouts, progress, a clean stop);
+* :mod:`txrl.run.preflight`: the checks of a config that build a backbone, make an env or
+  ask torch, run before anything is written;
+* :mod:`txrl.run.run_dir`: the run directory (:class:`~txrl.run.run_dir.Run`): its layout,
+  eval log, resume, finished record and lock;
+* :mod:`txrl.run.evaluate`: evaluating a model or a checkpoint;
+* :mod:`txrl.run.algorithms`: the algorithm class of each learner and the policy it builds;
+* :mod:`txrl.run.envs`: the training, eval and restored envs of a run;
+* :mod:`txrl.run.checkpoint`: the checkpoint format.
+"""
