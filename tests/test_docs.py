@@ -1,0 +1,196 @@
+"""The documentation site builds strictly, its generated references cover the code, and every
+Python example of the docs and the README runs.
+
+``mkdocs build --strict`` turns every warning into a failure: a link to a page or anchor that
+does not exist, a file the nav leaves out, an API reference mkdocstrings cannot resolve, a
+snippet whose file is gone. The examples run with Sybil, one document at a time in a shared
+namespace (a page reads top to bottom), in a temporary working directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import typing
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+#: Markdown files whose Python examples run: every page and the README.
+EXAMPLE_FILES = sorted([ROOT / "README.md", *DOCS.rglob("*.md")])
+#: Code fences the pages may use; Python under any other name would escape the examples test.
+FENCE_LANGUAGES = {"python", "bash", "yaml", "text"}
+
+
+def _hooks() -> ModuleType:
+    """``docs/hooks.py``, the generators of the config and CLI references."""
+    spec = importlib.util.spec_from_file_location("txrl_docs_hooks", DOCS / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    """``mkdocs build --strict`` of ``config`` into ``site``, from the repository root (where
+    the snippets' paths start)."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    command = [
+        sys.executable,
+        "-m",
+        "mkdocs",
+        "build",
+        "--strict",
+        "-f",
+        str(config),
+        "-d",
+        str(site),
+    ]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_site_builds_strictly_with_the_generated_pages(tmp_path: Path) -> None:
+    result = _build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert result.returncode == 0, result.stderr[-5000:]
+    config_page = (tmp_path / "site" / "reference" / "config" / "index.html").read_text()
+    assert "ppo.n_epochs" in config_page and "policy.backbone_kwargs.compile_step" in config_page
+    cli_page = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
+    assert "--aggregate-only" in cli_page
+    api_page = (tmp_path / "site" / "api" / "nn" / "index.html").read_text()
+    assert 'id="txrl.nn.MemoryState"' in api_page
+    # a study's record is included from results/, not copied into docs/
+    assert (
+        "held-out seeds 80-82"
+        in (tmp_path / "site" / "results" / "tmaze" / "index.html").read_text()
+    )
+
+
+@pytest.mark.slow  # a second build of the site
+def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    page = tmp_path / "docs" / "concepts.md"
+    page.write_text(page.read_text() + "\nSee [the missing page](no-such-page.md).\n")
+    result = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    assert result.returncode != 0
+    assert "no-such-page.md" in result.stderr
+
+
+def test_the_readme_holds_the_command_ci_runs() -> None:
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci.startswith("pip install torch==")
+    readme = (ROOT / "README.md").read_text()
+    assert f"```bash\n{ci}\n```" in readme
+    assert len(readme.splitlines()) <= 200
+
+
+def _yaml_keys(cls: type, prefix: str = "") -> list[str]:
+    """Dotted YAML keys of dataclass ``cls``, sections expanded."""
+    hints = typing.get_type_hints(cls)
+    keys = []
+    for f in dataclasses.fields(cls):
+        if not f.init or not f.metadata.get("yaml", True):
+            continue
+        if dataclasses.is_dataclass(hints[f.name]):
+            keys += _yaml_keys(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            keys.append(f"{prefix}{f.name}")
+    return keys
+
+
+def test_the_config_reference_has_every_key_with_its_docstring() -> None:
+    from txrl.config.grid import CompareConfig
+    from txrl.config.sections import EvalConfig, TrainConfig
+    from txrl.learners import learners
+
+    hooks = _hooks()
+    page = hooks.config_reference()
+    keys = _yaml_keys(TrainConfig) + _yaml_keys(CompareConfig)
+    keys += [f"{learner.name}.{k}" for learner in learners() for k in _yaml_keys(learner.settings)]
+    absent = [key for key in keys if f"| `{key}` |" not in page]
+    assert absent == []
+    # each key's row carries the first words of its field docstring
+    assert hooks.field_docs(EvalConfig)["stop_at"].startswith("End the run early")
+    row = next(line for line in page.splitlines() if line.startswith("| `eval.stop_at` |"))
+    assert "End the run early" in row and "a number or null" in row and "`null`" in row
+
+
+def test_a_redeclared_field_keeps_the_subclass_docstring() -> None:
+    from txrl.learners.ppo import MemoryPPOSettings, PPOLossSettings
+
+    hooks = _hooks()
+    assert "lin_<number>" not in hooks.field_docs(PPOLossSettings)["ent_coef"]
+    assert "lin_<number>" in hooks.field_docs(MemoryPPOSettings)["ent_coef"]
+    # inherited fields keep the base class's docstring
+    assert hooks.field_docs(MemoryPPOSettings)["gamma"] == "Discount factor."
+
+
+def test_the_backbone_settings_say_where_each_goes() -> None:
+    from txrl.backbones import backbone_names
+
+    page = _hooks().config_reference()
+    assert all(f"### `{name}`" in page for name in backbone_names())
+    assert "| `policy.gate` |" in page and "| `policy.backbone_kwargs.d_ff` |" in page
+
+
+def test_the_cli_reference_has_every_option_of_every_command() -> None:
+    import argparse
+
+    from txrl.cli import build_parser
+
+    page = _hooks().cli_reference()
+    (commands,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in commands.choices.items():
+        assert f"## `txrl {name}`" in page
+        for action in sub._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help"):
+                    assert f"`{option}`" in page, (name, option)
+    assert "%%" not in page
+
+
+def _fences(text: str) -> list[str]:
+    """The language of each fenced code block of ``text``."""
+    return re.findall(r"^ *```(\S*)", text, flags=re.MULTILINE)[::2]
+
+
+def test_every_code_fence_names_a_known_language() -> None:
+    for path in EXAMPLE_FILES:
+        languages = set(_fences(path.read_text()))
+        assert languages <= FENCE_LANGUAGES, (path, languages - FENCE_LANGUAGES)
+
+
+def _python_examples(path: Path) -> list[Any]:
+    """Sybil's examples of ``path``: its ``python`` code blocks, in order."""
+    from sybil import Sybil
+    from sybil.parsers.markdown import PythonCodeBlockParser
+
+    return list(Sybil(parsers=[PythonCodeBlockParser()]).parse(path).examples())
+
+
+def test_every_python_block_is_collected_as_an_example() -> None:
+    for path in EXAMPLE_FILES:
+        assert len(_python_examples(path)) == _fences(path.read_text()).count("python"), path
+    with_examples = [p for p in EXAMPLE_FILES if _python_examples(p)]
+    assert ROOT / "README.md" in with_examples and len(with_examples) >= 6
+
+
+@pytest.mark.slow  # trains tiny models
+@pytest.mark.parametrize(
+    "path",
+    [p for p in EXAMPLE_FILES if "```python" in p.read_text()],
+    ids=lambda p: p.relative_to(ROOT).as_posix(),
+)
+def test_python_examples(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # examples may save models
+    for example in _python_examples(path):
+        example.evaluate()
