@@ -1,0 +1,397 @@
+"""What memory reach costs: the acting step, the training pass and the bytes of a GTrXL policy
+as its memory length M grows.
+
+    python bench/reach_cost.py --out bench/results/reach_cost_cpu.txt   # M = 128 ... 10000
+    python bench/reach_cost.py --memory 128,1000 --quick                # a quick, noisy look
+
+The policy and learner are the long T-maze recipe's (``configs/tmaze_long.yaml``: GTrXL,
+d_model 32, 1 layer, 2 heads, GRU gate; 8 envs; PPO with n_steps 128, segments of 32,
+minibatches of 256, 4 epochs), built by the recipe from that file (``--config``) with
+``policy.memory_length`` set to each M, on the CPU with one torch thread (``--threads``).
+For each M, and for the references M = 64 (acting, ``--act-reference``) and M = 128
+(training, ``--train-reference``):
+
+* ``act ms``: one ``policy.act`` for all envs, in inference mode as a rollout takes it, with
+  all M slots valid (the state is filled directly: its layer inputs drawn at random, their
+  keys and values projected with the policy's weights, every slot marked valid, episode time
+  M); median and minimum over the calls, every M timed in alternating blocks of calls so that
+  a change in the machine's load falls on all of them; the ratio of medians to M = 64;
+* ``train ms/step``: one ``train()`` of the learner itself (every epoch and minibatch:
+  forward, backward, optimizer step) on a rollout just collected by its own
+  ``collect_rollouts``, divided by the rollout's n_steps x n_envs env steps; median and
+  minimum over the passes (after one warm-up pass), the Ms in turn within each round; the
+  ratio of medians to M = 128. Which slots are valid does not change the pass's work (every
+  slot is projected and scored, the invalid ones masked), so the rollout starts from the
+  learner's own memory;
+* ``state B/env``: the bytes of the acting state's tensors per env;
+* ``buffer B/tr``: the rollout buffer's memory streams per transition
+  (``trace_nbytes_per_transition``, what the learner logs as
+  ``train/memory_bytes_per_transition``: each step's layer inputs plus the memory carried
+  into the rollout); ``segments B/tr``: the states of all segment starts that the buffer
+  keeps for the rollout's minibatches (``txrl.rl.buffer``), per transition;
+* ``RSS MiB``: how much one rollout and one ``train()`` raise the peak resident set of a
+  fresh process per M over its resident set after the imports and the learner's
+  construction (Linux: the peak reset there through ``/proc/self/clear_refs`` and read as
+  ``VmHWM``; elsewhere ``getrusage``'s peak, and the peak so far stands in for the resident
+  set); ``--no-rss`` skips these processes.
+
+Targets: the acting step at M = 1000 within 2x of M = 64, and the training pass per env step
+at M = 1000 within 3x of M = 128 (ratios of medians); every row is marked against the same
+bounds. Figures on a shared machine move with its load: compare rows of one run.
+
+An acting step reads each layer's cached keys and values (B, M, D) in place, so its cost
+grows as O(M D) per env and layer, with no copy of the memory (a step's M scores, mask
+entries and slot distances per env and head aside). The training pass per env step is the
+network's own work on that step (O(L D^2), whatever M), plus the step's attention over its
+segment's M + S keys (O(L (M + S) D)), plus its share of re-projecting each segment's M-slot
+memory into keys and values with the current weights at every minibatch of every epoch
+(O(L M D^2 / S)), each forward and backward; the last two grow linearly with M.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from scaling import one_rollout  # bench/ is sys.path[0] when run as a script
+
+from txrl.agents.recipe import make_learner
+from txrl.config.files import load_train_config
+from txrl.files import atomic_write
+from txrl.nn.state import state_nbytes
+from txrl.run.envs import make_train_env
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "tmaze_long.yaml"
+MEMORY_LENGTHS = (128, 1000, 4000, 10000)
+ACT_REFERENCE, TRAIN_REFERENCE = 64, 128
+#: the targets: at M = TARGET_AT, acting within ACT_BOUND x and training within TRAIN_BOUND x
+TARGET_AT, ACT_BOUND, TRAIN_BOUND = 1000, 2.0, 3.0
+#: (key of a row, heading, format) of each column of the table, in order
+COLUMNS = (
+    ("memory_length", "M", "{:d}"),
+    ("act_ms_median", "act ms", "{:.3f}"),
+    ("act_ms_min", "act min", "{:.3f}"),
+    ("act_ratio", "act x", "{:.2f}"),
+    ("act_target", f"act <={ACT_BOUND:g}x", "{}"),
+    ("train_ms_per_step_median", "train ms/step", "{:.4f}"),
+    ("train_ms_per_step_min", "train min", "{:.4f}"),
+    ("train_ratio", "train x", "{:.2f}"),
+    ("train_target", f"train <={TRAIN_BOUND:g}x", "{}"),
+    ("state_bytes_per_env", "state B/env", "{:d}"),
+    ("buffer_bytes_per_transition", "buffer B/tr", "{:.0f}"),
+    ("segment_state_bytes_per_transition", "segments B/tr", "{:.0f}"),
+    ("rss_growth_mib", "RSS MiB", "{:.1f}"),
+)
+
+
+def memory_lengths(text: str) -> list[int]:
+    """``--memory``'s value: positive memory lengths, comma-separated."""
+    try:
+        lengths = [int(part) for part in text.split(",")]
+    except ValueError:
+        lengths = []
+    if not lengths or min(lengths) < 1:
+        raise argparse.ArgumentTypeError(
+            f"takes positive memory lengths, comma-separated (e.g. 128,1000), got {text!r}"
+        )
+    return lengths
+
+
+def build(config: Path, memory_length: int) -> Any:
+    """The recipe's learner for ``config`` with ``policy.memory_length`` set, on its envs."""
+    settings = load_train_config(config, [f"policy.memory_length={memory_length}"])
+    return make_learner(settings, make_train_env(settings))
+
+
+def full_state(model: Any) -> Any:
+    """An acting state of every env with all M slots valid (``MemoryState``, its tensors laid
+    out as ``initial_state`` makes them): layer inputs drawn from a standard normal, their keys
+    and values projected with the policy's weights (``refresh_state``), episode time M."""
+    backbone = model.policy.backbone
+    state = model.policy.initial_state(model.n_envs)
+    with torch.no_grad():
+        state.hidden.normal_(generator=torch.Generator().manual_seed(0))
+        refreshed = backbone.refresh_state(state)
+        state.keys.copy_(refreshed.keys)
+        state.values.copy_(refreshed.values)
+        state.valid.fill_(True)
+        state.step.fill_(backbone.memory_length)
+    return state
+
+
+def acting_step(model: Any) -> Callable[[], None]:
+    """One ``policy.act`` for all envs from a full memory (:func:`full_state`), the state it
+    returns passed to the next call, as in a rollout."""
+    policy = model.policy
+    policy.set_training_mode(False)
+    obs = torch.as_tensor(np.stack([model.observation_space.sample() for _ in range(model.n_envs)]))
+    starts = torch.zeros(model.n_envs, dtype=torch.bool)
+    holder = {"state": full_state(model)}
+
+    def step() -> None:
+        with torch.inference_mode():
+            *_, out = policy.act(obs, holder["state"], starts)
+        holder["state"] = out.state
+
+    return step
+
+
+def interleaved_seconds(
+    calls: Sequence[Callable[[], Any]], repeats: int, block: int, warmup: int
+) -> list[list[float]]:
+    """Wall-clock seconds of ``repeats`` calls of each of ``calls``, after ``warmup`` calls
+    each, timed in turns of ``block`` calls of each: a change in the machine's load falls on
+    every one of them alike."""
+    for call in calls:
+        for _ in range(warmup):
+            call()
+    times: list[list[float]] = [[] for _ in calls]
+    while len(times[-1]) < repeats:
+        for call, taken in zip(calls, times, strict=True):
+            for _ in range(min(block, repeats - len(taken))):
+                began = time.perf_counter()
+                call()
+                taken.append(time.perf_counter() - began)
+    return times
+
+
+def train_seconds(models: Sequence[Any], repeats: int, warmup: int) -> list[list[float]]:
+    """Seconds of ``train()`` of each model, each on a rollout it has just collected
+    (untimed), in ``warmup + repeats`` rounds over the models; the warm-up rounds' passes
+    (first allocations, the optimizer's state) are dropped."""
+    times: list[list[float]] = [[] for _ in models]
+    for round_ in range(warmup + repeats):
+        for model, taken in zip(models, times, strict=True):
+            one_rollout(model)
+            began = time.perf_counter()
+            model.train()
+            if round_ >= warmup:
+                taken.append(time.perf_counter() - began)
+    return times
+
+
+def buffer_bytes(model: Any) -> tuple[float, float | None]:
+    """The rollout buffer's memory streams per transition, and the states of the segment
+    starts it keeps for the minibatches per transition (None when it keeps none: above its
+    size cap each minibatch rebuilds its own). Read after a ``train()`` on the rollout."""
+    buffer = model.rollout_buffer
+    transitions = buffer.buffer_size * buffer.n_envs
+    kept = buffer._segment_states  # (backbone, segment length, states or None)
+    segments = None if kept is None or kept[2] is None else state_nbytes(kept[2]) / transitions
+    return buffer.trace_nbytes_per_transition(), segments
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident set in KiB: Linux's ``VmHWM`` (``/proc/self/status``),
+    the peak of this process alone; elsewhere ``getrusage``'s ``ru_maxrss`` (bytes on macOS).
+    On Linux ``ru_maxrss`` cannot serve: a process started by ``subprocess`` keeps the peak
+    of its parent's copy from before its ``exec`` in it, so a large parent hides the child's."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak // 1024 if sys.platform == "darwin" else peak
+
+
+def reset_peak_rss() -> None:
+    """Set this process's peak resident set to its current one where the system allows it
+    (Linux's ``clear_refs``), so that a peak read later is that of what ran since."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def rss_growth(args: argparse.Namespace) -> None:
+    """In a fresh process (``--rss-of M``): print, as JSON, how much one rollout and one
+    ``train()`` raise the peak resident set over the resident set after the imports and the
+    learner's construction (over the peak so far where the peak cannot be reset)."""
+    torch.set_num_threads(args.threads)
+    model = build(args.config, args.rss_of)
+    gc.collect()
+    reset_peak_rss()
+    before = peak_rss_kib()
+    one_rollout(model)
+    model.train()
+    growth = (peak_rss_kib() - before) / 1024
+    print(json.dumps({"rss_growth_mib": growth}))
+
+
+def rss_growth_in_fresh_process(args: argparse.Namespace, memory_length: int) -> float:
+    """:func:`rss_growth` at ``memory_length``, in a process of its own, in MiB."""
+    command = [sys.executable, __file__, "--rss-of", str(memory_length),
+               "--config", str(args.config), "--threads", str(args.threads)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"measuring the peak RSS at M = {memory_length} failed:\n{done.stderr}")
+    return float(json.loads(done.stdout.splitlines()[-1])["rss_growth_mib"])
+
+
+def target_mark(memory_length: int, reference: int, ratio: float, bound: float) -> str:
+    if memory_length == reference:
+        return "ref"
+    return "met" if ratio <= bound else "not met"
+
+
+def cpu_model() -> str:
+    """The CPU's model name as ``lscpu`` gives it (``platform.processor()`` without lscpu)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        listing = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        for line in listing.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Model name":
+                return value.strip()
+    return platform.processor() or "unknown CPU"
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (other jobs on it slow every figure)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def load_line(load: tuple[float | None, float | None]) -> str:
+    """The load average at the start and the end, and whether other work shared the CPUs."""
+    if None in load:
+        return "load average unknown"
+    line = f"load average {load[0]:.1f} at the start, {load[1]:.1f} at the end"
+    if max(v for v in load if v is not None) > (os.cpu_count() or 1):
+        line += ": the CPUs were shared with other work, so every figure is slower and noisier"
+    return line
+
+
+def header_lines(
+    args: argparse.Namespace,
+    model: Any,
+    act: tuple[int, int, int],
+    load: tuple[float | None, float | None],
+) -> list[str]:
+    """What was measured, on what, and the targets."""
+    policy = load_train_config(args.config).policy
+    repeats, block, warmup = act
+    train_warmup = "no" if args.quick else "one"
+    return [
+        f"{args.config.name}: {policy.backbone} d_model {policy.d_model}, {policy.n_layers} "
+        f"layer(s), {policy.n_heads} heads, {policy.gate} gate; {model.n_envs} envs; n_steps "
+        f"{model.n_steps}, segments of {model.segment_length}, batch {model.batch_size}, "
+        f"{model.n_epochs} epochs",
+        f"CPU {cpu_model()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} thread(s); python {platform.python_version()}",
+        load_line(load),
+        f"acting: {repeats} calls per M in alternating blocks of {block}, after {warmup}; "
+        f"training: {args.train_repeats} pass(es) per M after {train_warmup} warm-up, the Ms "
+        "in turn; ms are medians and minimums",
+        f"targets: acting step at M = {TARGET_AT} within {ACT_BOUND:g}x of M = "
+        f"{args.act_reference}; training per env step at M = {TARGET_AT} within "
+        f"{TRAIN_BOUND:g}x of M = {args.train_reference} (ratios of medians; every row marked)",
+    ]
+
+
+def table_lines(rows: list[dict[str, Any]]) -> list[str]:
+    widths = [max(len(heading), 8) for _, heading, _ in COLUMNS]
+    lines = [" ".join(f"{h:>{w}}" for (_, h, _), w in zip(COLUMNS, widths, strict=True))]
+    for row in rows:
+        cells = ["-" if row[key] is None else form.format(row[key]) for key, _, form in COLUMNS]
+        lines.append(" ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True)))
+    return lines
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--memory", type=memory_lengths, default=list(MEMORY_LENGTHS),
+        help="memory lengths M, comma-separated (the references are added)",
+    )  # fmt: skip
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the recipe's config file")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--act-reference", type=int, default=ACT_REFERENCE, help="acting's M")
+    parser.add_argument("--train-reference", type=int, default=TRAIN_REFERENCE)
+    parser.add_argument("--act-repeats", type=int, help="timed acting calls per M (1000)")
+    parser.add_argument("--train-repeats", type=int, help="timed train() passes per M (6)")
+    parser.add_argument("--quick", action="store_true", help="few repeats, no warm-up pass")
+    parser.add_argument("--no-rss", action="store_true", help="skip the process per M")
+    parser.add_argument("--out", type=Path, help="also write the table to this file")
+    parser.add_argument("--rss-of", type=int, help=argparse.SUPPRESS)  # the process per M
+    args = parser.parse_args(argv)
+    for name in ("threads", "act_reference", "train_reference", "act_repeats", "train_repeats"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if not args.config.is_file():
+        parser.error(f"--config {args.config} is not a file")
+    if args.act_repeats is None:
+        args.act_repeats = 20 if args.quick else 1000
+    if args.train_repeats is None:
+        args.train_repeats = 1 if args.quick else 6
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Measure every M, print the table (and write it with ``--out``); returns its rows."""
+    args = parse_args(argv)
+    if args.rss_of is not None:
+        rss_growth(args)
+        return []
+    torch.set_num_threads(args.threads)
+    load_before = load_average()
+    lengths = sorted({*args.memory, args.act_reference, args.train_reference})
+    models = [build(args.config, m) for m in lengths]
+    n_steps = models[0].n_steps * models[0].n_envs
+
+    act = (args.act_repeats, 10 if args.quick else 50, 5 if args.quick else 20)
+    acting = interleaved_seconds([acting_step(model) for model in models], *act)
+    print(f"acting timed at M = {lengths}", file=sys.stderr, flush=True)
+    training = train_seconds(models, args.train_repeats, warmup=0 if args.quick else 1)
+    print(f"training timed at M = {lengths}", file=sys.stderr, flush=True)
+
+    rows: list[dict[str, Any]] = []
+    for m, model, act_s, train_s in zip(lengths, models, acting, training, strict=True):
+        buffer, segments = buffer_bytes(model)
+        rows.append({
+            "memory_length": m,
+            "act_ms_median": statistics.median(act_s) * 1e3,
+            "act_ms_min": min(act_s) * 1e3,
+            "train_ms_per_step_median": statistics.median(train_s) * 1e3 / n_steps,
+            "train_ms_per_step_min": min(train_s) * 1e3 / n_steps,
+            "state_bytes_per_env": state_nbytes(model.policy.initial_state(model.n_envs))
+            // model.n_envs,
+            "buffer_bytes_per_transition": buffer,
+            "segment_state_bytes_per_transition": segments,
+            "rss_growth_mib": None if args.no_rss else rss_growth_in_fresh_process(args, m),
+        })  # fmt: skip
+    by_length = {row["memory_length"]: row for row in rows}
+    act_ref = by_length[args.act_reference]["act_ms_median"]
+    train_ref = by_length[args.train_reference]["train_ms_per_step_median"]
+    for row in rows:
+        m = row["memory_length"]
+        row["act_ratio"] = row["act_ms_median"] / act_ref
+        row["act_target"] = target_mark(m, args.act_reference, row["act_ratio"], ACT_BOUND)
+        row["train_ratio"] = row["train_ms_per_step_median"] / train_ref
+        row["train_target"] = target_mark(m, args.train_reference, row["train_ratio"], TRAIN_BOUND)
+
+    lines = header_lines(args, models[0], act, (load_before, load_average()))
+    text = "\n".join([*lines, *table_lines(rows)]) + "\n"
+    print(text, end="", flush=True)
+    if args.out is not None:
+        atomic_write(args.out, text.encode())
+    return rows
+
+
+if __name__ == "__main__":
+    main()

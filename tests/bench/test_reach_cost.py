@@ -1,0 +1,84 @@
+"""``bench/reach_cost.py`` runs end to end at tiny memory lengths and reports every figure (its
+figures come from the full run on the machine, never from a test)."""
+
+from __future__ import annotations
+
+import math
+import runpy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "reach_cost.py"
+#: M = 8 and 16, each its own reference, few repeats
+TINY = ["--quick", "--memory", "16,8", "--act-reference", "8", "--train-reference", "16"]
+#: the long T-maze recipe's GTrXL: 1 layer of width 32; what the state and the trace hold
+LAYERS, WIDTH = 1, 32
+
+
+@pytest.fixture
+def script(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # its imports of the other bench scripts
+    return runpy.run_path(str(SCRIPT), run_name="bench_reach_cost")
+
+
+def assert_positive_and_finite(row: dict[str, Any], keys: list[str]) -> None:
+    for key in keys:
+        assert isinstance(row[key], int | float) and math.isfinite(row[key]), (key, row)
+        assert row[key] > 0, (key, row)
+
+
+def test_tiny_table_has_a_row_per_memory_length_and_every_column(
+    script: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results" / "reach.txt"
+    rows = script["main"]([*TINY, "--no-rss", "--out", str(out)])
+    columns = [key for key, _, _ in script["COLUMNS"]]
+    assert [row["memory_length"] for row in rows] == [8, 16]
+    timed = [c for c in columns if c.endswith(("_median", "_min", "_ratio", "transition"))]
+    for row in rows:
+        assert set(row) == set(columns)
+        assert_positive_and_finite(row, [*timed, "state_bytes_per_env"])
+        assert row["rss_growth_mib"] is None  # --no-rss
+    eight, sixteen = rows
+    assert eight["act_ratio"] == 1.0 and eight["act_target"] == "ref"
+    assert sixteen["train_ratio"] == 1.0 and sixteen["train_target"] == "ref"
+    assert sixteen["act_target"] in ("met", "not met")
+    assert eight["train_target"] in ("met", "not met")
+    # a slot holds a layer input, its key and its value (D floats each) and a valid flag
+    per_slot = 3 * LAYERS * WIDTH * 4 + 1
+    assert sixteen["state_bytes_per_env"] - eight["state_bytes_per_env"] == 8 * per_slot
+    # the trace's L * D floats per step, plus the carried-in memory's share (128 steps)
+    for row in rows:
+        carried_in = row["state_bytes_per_env"] / 128
+        assert row["buffer_bytes_per_transition"] == pytest.approx(LAYERS * WIDTH * 4 + carried_in)
+    # the file is what was printed: the header, the targets, the columns, a line per M
+    text = out.read_text()
+    assert text == capsys.readouterr().out
+    lines = text.splitlines()
+    table = next(i for i, line in enumerate(lines) if line.split()[:3] == ["M", "act", "ms"])
+    assert [line.split()[0] for line in lines[table + 1 :]] == ["8", "16"]
+    assert "acting step at M = 1000 within 2x of M = 8" in text
+    assert "training per env step at M = 1000 within 3x of M = 16" in text
+
+
+@pytest.mark.slow  # a fresh process per M
+def test_peak_rss_growth_is_measured_in_a_process_per_memory_length(
+    script: dict[str, Any],
+) -> None:
+    rows = script["main"]([*TINY, "--act-repeats", "2"])
+    for row in rows:
+        assert math.isfinite(row["rss_growth_mib"]) and row["rss_growth_mib"] >= 0
+
+
+@pytest.mark.parametrize("bad", ["0,128", "128,x", ""])
+def test_a_bad_memory_list_is_named(
+    script: dict[str, Any], bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main: Callable[[list[str]], Any] = script["main"]
+    with pytest.raises(SystemExit):
+        main(["--memory", bad])
+    error = capsys.readouterr().err
+    assert f"got {bad!r}" in error and "positive memory lengths" in error
