@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,15 @@ def test_configs_holds_what_a_user_runs_and_no_study() -> None:
     shipped = sorted(p.name for p in (ROOT / "configs").glob("*.y*ml"))
     assert "quickstart.yaml" in shipped
     assert [name for name in shipped if name.startswith("study_")] == []
+
+
+def test_every_path_the_shipped_configs_name_exists() -> None:
+    """A recipe's header names the results file its figure comes from; every path that the
+    comments of configs/ name is in the repository."""
+    pattern = re.compile(r"(?:configs|results)/[\w./-]*[\w/]")
+    named = {m for p in (ROOT / "configs").rglob("*.y*ml") for m in pattern.findall(p.read_text())}
+    assert "results/tmaze_long/heldout/README.md" in named
+    assert sorted(name for name in named if not (ROOT / name).exists()) == []
 
 
 def _study(folder: Path) -> Any:
