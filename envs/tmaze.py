@@ -88,6 +88,12 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
             turns at the junction (>= 0); shaping for long corridors.
         max_steps: steps before truncation; must allow the optimal path. ``None``: twice
             the optimal episode length.
+        min_length: ``None``: every corridor has ``length`` cells. An int in
+            [1, ``length``]: each episode's corridor length is drawn from the env's seeded
+            generator, log-uniformly between ``min_length`` and ``length`` (every scale of
+            span as likely: a training distribution whose short corridors teach where the
+            cue is, and whose long ones ask for it over the whole span); ``max_steps``
+            ``None`` then follows each episode's length.
         render_mode: ``None``, ``"ansi"`` (text) or ``"rgb_array"`` (a small image; what
             Stable-Baselines3 asks for when it makes an env from its id).
     """
@@ -103,8 +109,17 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         corridor_penalty: float = 0.0,
         max_steps: int | None = None,
         render_mode: str | None = None,
+        min_length: int | None = None,
     ) -> None:
         self.length = check_int("length", length, minimum=1)
+        self.max_length = self.length
+        self.min_length = (
+            None if min_length is None else check_int("min_length", min_length, minimum=1)
+        )
+        if self.min_length is not None and self.min_length > self.max_length:
+            raise ValueError(
+                f"min_length must be at most length ({self.max_length}), got {self.min_length}"
+            )
         self.active = bool(check_choice("active", active, (True, False)))
         self.step_penalty = check_non_negative("step_penalty", step_penalty)
         self.wrong_turn_penalty = check_non_negative("wrong_turn_penalty", wrong_turn_penalty)
@@ -115,6 +130,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
             self.max_steps = 2 * self.optimal_steps
         else:
             self.max_steps = check_int("max_steps", max_steps, minimum=self.optimal_steps)
+        self._max_steps_given = max_steps is not None
         self.render_mode = check_render_mode(
             render_mode, self.metadata["render_modes"], "the T-maze"
         )
@@ -146,6 +162,8 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
             self._goal = int(check_choice('options["goal"]', options["goal"], (1, -1)))
         else:
             self._goal = 1 if self.np_random.random() < 0.5 else -1
+        if self.min_length is not None:
+            self._set_length(self._draw_length())
         self._x = 0
         self._t = 0
         self._turned = None
@@ -156,6 +174,21 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
         obs[1] = 0.0 if self.active else float(self._goal)
         obs[2] = 0.0
         return obs.copy(), ({} if self.active else {"cue_step": 0, "cue": self._cue_name})
+
+    def _draw_length(self) -> int:
+        """A corridor length, log-uniform on [min_length, length] (rounded)."""
+        assert self.min_length is not None
+        low, high = np.log(self.min_length), np.log(self.max_length)
+        drawn = round(float(np.exp(self.np_random.uniform(low, high))))
+        return min(max(drawn, self.min_length), self.max_length)
+
+    def _set_length(self, length: int) -> None:
+        """This episode's corridor: ``length`` cells, its optimal and (default) longest run."""
+        self.length = length
+        self._inv_length = 1.0 / length
+        self.optimal_steps = length + (3 if self.active else 1)
+        if not self._max_steps_given:
+            self.max_steps = 2 * self.optimal_steps
 
     @property
     def _cue_name(self) -> str:

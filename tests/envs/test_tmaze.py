@@ -253,3 +253,45 @@ def test_truncated_episode_has_no_decision_step() -> None:
     for _ in range(6):
         *_, info = env.step(FORWARD)  # never fetches the cue, never turns
     assert info == {"is_success": False}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_min_length_draws_each_corridor_log_uniformly_and_the_reader_still_succeeds(
+    variant: str,
+) -> None:
+    """With ``min_length``, each episode's corridor length is drawn from the seeded generator
+    between ``min_length`` and ``length`` (log-uniform: as many short spans as long ones per
+    scale); the episode, its observations and its time limit follow that length."""
+    env = gym.make(VARIANTS[variant], length=64, min_length=4)
+    lengths = []
+    for seed in range(200):
+        _, rewards, info, terminated = rollout(env, CueReader(variant == "active"), seed=seed)
+        length = env.unwrapped.length
+        lengths.append(length)
+        assert terminated and info["is_success"] is True
+        assert (
+            len(rewards)
+            == env.unwrapped.optimal_steps
+            == length + (3 if variant == "active" else 1)
+        )
+        assert env.unwrapped.max_steps == 2 * env.unwrapped.optimal_steps
+    assert min(lengths) >= 4 and max(lengths) <= 64 and len(set(lengths)) > 20
+    # log-uniform: about as many corridors in [4, 16) as in [16, 64]
+    short = sum(length < 16 for length in lengths)
+    assert 70 <= short <= 130, short
+    # reproducible from the seed
+    again = gym.make(VARIANTS[variant], length=64, min_length=4)
+    for seed, length in enumerate(lengths[:20]):
+        again.reset(seed=seed)
+        assert again.unwrapped.length == length
+
+
+def test_min_length_is_checked_and_left_out_keeps_every_episode_at_length() -> None:
+    with pytest.raises(ValueError, match="min_length must be at most length"):
+        TMazeEnv(length=10, min_length=11)
+    with pytest.raises(ValueError, match="min_length"):
+        TMazeEnv(length=10, min_length=0)
+    env = TMazeEnv(length=10, active=False)
+    for seed in range(5):
+        env.reset(seed=seed)
+        assert env.length == 10 and env.max_steps == 22
