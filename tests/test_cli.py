@@ -353,3 +353,28 @@ def test_eval_judges_on_seeds_apart_from_the_training_evaluations(
     assert cli.main(["eval", str(run_dir), "--episodes", "4", "--json"]) == 0
     assert seeds["judge"], "the judging evaluation made no envs"
     assert not seeds["judge"] & seeds["train"], sorted(seeds["judge"] & seeds["train"])
+
+
+def test_eval_env_kwargs_judge_on_another_setting_of_the_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``eval.env_kwargs`` replaces keys of ``env.kwargs`` for the periodic evaluations and
+    ``txrl eval``: trained on a 3-cell corridor, judged on a 6-cell one."""
+    eval_settings = {**TINY["eval"], "env_kwargs": {"length": 6}}
+    run_dir = train_tiny(tmp_path, eval=eval_settings)
+    logged = read_eval_log(run_dir / EVAL_LOG)
+    assert logged and all(entry["mean_length"] >= 7 for entry in logged)  # 6 moves + the turn
+    capsys.readouterr()
+    assert cli.main(["eval", str(run_dir), "--episodes", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mean_length"] >= 7
+
+
+def test_bad_eval_env_kwargs_are_refused_before_the_run_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path / "bad.yaml", eval={**TINY["eval"], "env_kwargs": {"length": 0}})
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", str(config), "--run-dir", str(tmp_path / "run")])
+    assert exited.value.code == 2
+    assert "eval.env_kwargs" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -197,6 +197,11 @@ class EvalConfig:
     evaluation that still scores it."""
     stop_after: PositiveInt = 2
     """Evaluations in a row at ``stop_at`` or above that end the run."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the eval envs that replace those of ``env.kwargs`` (periodic
+    evaluations, ``txrl eval``, ``txrl inspect``), to judge on another setting of the task
+    than the one trained on, e.g. ``{min_length: null}``: every T-maze corridor at
+    ``env.kwargs.length``; a null value gives the env's own default."""
 
 
 @dataclass(frozen=True)

@@ -53,10 +53,20 @@ def _ignoring_sigint(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
     return make
 
 
-def make_envs(config: TrainConfig, n_envs: int, seed: int, *, subproc: bool = False) -> VecEnv:
-    """``n_envs`` Monitor-wrapped copies of the config's env, seeded ``seed, seed + 1, ...``."""
+def make_envs(
+    config: TrainConfig,
+    n_envs: int,
+    seed: int,
+    *,
+    subproc: bool = False,
+    kwargs: dict[str, Any] | None = None,
+) -> VecEnv:
+    """``n_envs`` Monitor-wrapped copies of the config's env, seeded ``seed, seed + 1, ...``;
+    ``kwargs``: the env's keyword arguments (default: ``env.kwargs``)."""
     factory = make_env_fn(
-        config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
+        config.env.id,
+        previous_action_reward=config.env.previous_action_reward,
+        **(config.env.kwargs if kwargs is None else kwargs),
     )
     if subproc:
         return make_vec_env(
@@ -88,10 +98,12 @@ def make_eval_env(
     """Eval envs (in-process); with frozen observation normalisation when training uses it.
 
     ``seed`` is the first env's seed; ``None``: the judging seeds,
-    ``config.seed + JUDGE_SEED_OFFSET`` (the periodic evaluations pass theirs)."""
+    ``config.seed + JUDGE_SEED_OFFSET`` (the periodic evaluations pass theirs). The env's
+    keyword arguments are ``env.kwargs`` updated by ``eval.env_kwargs``."""
     episodes = episodes or config.eval.episodes
     seed = config.seed + JUDGE_SEED_OFFSET if seed is None else seed
-    env = make_envs(config, min(config.eval.n_envs, episodes), seed)
+    kwargs = {**config.env.kwargs, **config.eval.env_kwargs}
+    env = make_envs(config, min(config.eval.n_envs, episodes), seed, kwargs=kwargs)
     if config.env.normalize_obs:
         env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False)
     return env

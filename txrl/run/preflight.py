@@ -45,6 +45,12 @@ def resolve(config: TrainConfig) -> TrainConfig:
             policy, memory_policy=get_learner(config.algo).memory_policy
         )
     env_problems = _check_env(config.env)
+    if not env_problems and config.eval.env_kwargs:
+        eval_kwargs = {**config.env.kwargs, **config.eval.env_kwargs}
+        env_problems = [
+            problem.replace("env.kwargs", "env.kwargs with eval.env_kwargs", 1)
+            for problem in _check_env(dataclasses.replace(config.env, kwargs=eval_kwargs))
+        ]
     problems += env_problems or _check_spaces(config)
     if not problems and policy.encoder_kwargs:
         problems += _check_encoder(config, policy)
