@@ -119,7 +119,7 @@ actor head's weight                                     (RecPPO    ``device`` wa
                                                         0.44)      (mins of 3 x 300 calls)
 the attention's derived weights looked up with its      predict    a lookup 7.5 -> 2.6 us
 five parameters read from the modules' own dicts        -20 us     (``nn.Module.__getattr__``
-(``_ring_parameters``), not ``__getattr__``                        ~0.6 us each, 8 a layer)
+(``ring_parameters``), not ``__getattr__``                         ~0.6 us each, 8 a layer)
 tried, not kept: guard filters again, on the whole      predict    A/B in one process with the
 compiled step (``keep_portable_guards_unsafe``:         0.88-1.06  training runs paused; the
 tensor metadata and global state only; 450 guards       -> 0.86-   step's other 365 guards
@@ -148,6 +148,20 @@ instead of with H fastest (a (D, H) buffer's ``.T``)    4.85x ->   1024 with H f
                                                         2.12x (A/B slow path for that operand),
                                                         in two     0.23 ms row-major; M = 64
                                                         processes) unchanged
+the acting wing (``txrl.nn.acting``): the same copies   after /    the model is never written
+in a replica of the module tree that the wing owns      before,    (two threads, a copy taken
+(linears copied, all else shared) instead of written    medians:   mid-step, weight norm and
+into the modules' parameter dicts (``Swapped``) or      act 1.00-  pruning, autograd through
+reparametrized in the graph; the fused q/k/v weight     1.01,      ``act``: tests/sb3/
+column-major in the wing's cache, not the attention's;  compiled   test_acting_safety.py);
+``predict`` compares a sample of the parameters for     0.96-0.97; ``predict``'s sample 14 us a
+writes through ``p.data`` (``bench/weight_writes.py``)  predict    call, 0.5 % of it; fewer
+                                                        0.98-1.04, Dynamo guards in the
+                                                        compiled   compiled step (289 against
+                                                        0.97-1.03  361 lines)
+                                                        (A/B, two
+                                                        processes,
+                                                        loaded)
 ======================================================  =========  ============================
 
 Around the compiled call of ``predict`` (commit 3358b0e, bench setup, timed loops of 2,000-5,000
@@ -195,8 +209,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import MemoryPPO
+from txrl.nn.acting.replica import column_major
 from txrl.nn.attention import RelativeMultiHeadAttention
-from txrl.nn.layout import column_major
 from txrl.nn.state import state_nbytes
 
 TASK = "txrl/TMazePassive-v0"
@@ -306,7 +320,7 @@ def txrl_products(model: MemoryPPO, column_major_copies: bool = True) -> Timed:
     """The acting step's weight products alone (:func:`step_products` on B rows each): what
     a step costs with no per-op cost at all, a floor for any implementation in fp32. On
     column-major copies of the weights, as the acting step on a CPU takes them
-    (:mod:`txrl.nn.layout`), or, with ``column_major_copies=False``, on row-major weights
+    (:mod:`txrl.nn.acting.replica`), or, with ``column_major_copies=False``, on row-major weights
     (``nn.Linear``'s layout, what the step took before)."""
     laid_out = column_major if column_major_copies else torch.Tensor.contiguous
     with torch.inference_mode():
@@ -431,7 +445,7 @@ def main() -> None:
         ("  the same, column-major vs row-major",
          *paired_latency(lambda: txrl_products(ours),
                          lambda: txrl_products(ours, column_major_copies=False), n),
-         "ms", "(txrl.nn.layout)"),
+         "ms", "(txrl.nn.acting)"),
         ("  the same step at d_model 8 (vs forward)",
          *paired_latency(lambda: txrl_act(narrow), lambda: recurrent_forward(theirs), n),
          "ms", "(per-op cost)"),

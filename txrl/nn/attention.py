@@ -19,8 +19,8 @@ in a sequence, by a gather in an acting step whose memory is a ring. That costs 
 instead of building a (T, K, E) tensor of per-pair embeddings.
 
 One implementation of the score serves a sequence (:func:`relative_attention`) and one
-step (:meth:`RelativeMultiHeadAttention.attend_one`, behind the ring buffer's acting step
-and a T = 1 call of the layer loop) alike: the scaled ``(q + u)`` and ``(q + v)`` come from
+step (:meth:`RelativeMultiHeadAttention.attend_one`, behind a T = 1 call of the layer loop
+and the acting wing's ring step, :mod:`txrl.nn.acting.ring`) alike: the scaled ``(q + u)`` and ``(q + v)`` come from
 one set of derived weights (:meth:`RelativeMultiHeadAttention.ring_weights`: ``W_q / sqrt(E)``
 with biases ``u / sqrt(E)`` and ``v / sqrt(E)``), terms (b)+(d) from
 :meth:`RelativeMultiHeadAttention.position_scores`. Only the product of terms (a)+(c)
@@ -38,14 +38,13 @@ from __future__ import annotations
 
 import math
 from types import TracebackType
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from txrl.nn.cache import ParameterCache
-from txrl.nn.layout import column_major
 
 
 def sinusoid_table(distances: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -148,9 +147,6 @@ class RelativeMultiHeadAttention(ParameterCache):
     """
 
     head_features: torch.Tensor  # (H, D) buffer
-    #: the linears an acting step multiplies through :meth:`ring_weights` instead
-    #: (:func:`txrl.nn.layout.product_weight_paths`)
-    fused_in_acting: ClassVar[tuple[str, ...]] = ("query", "key_value", "position_key")
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -207,25 +203,19 @@ class RelativeMultiHeadAttention(ParameterCache):
           ``W_v z``: ``[W_q; W_q] / sqrt(E)`` with bias ``[u; v] / sqrt(E)``, then ``[W_kE; W_v]``
           (a sequence takes the first D rows and adds each bias); one pair for every K;
         * the positional keys per head (H, E, K) (:meth:`position_keys`), laid out for a
-          batched product per head.
-
-        Cached (gradients off), the weight is stored column-major
-        (:func:`txrl.nn.layout.column_major`), as an acting step's few rows multiply fastest
-        by it; with gradients on it keeps the parameters' layout."""
-        weights = self._ring_parameters()
+          batched product per head."""
+        weights = self.ring_parameters()
 
         def build() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             weight, bias = self.cached("query_weights", 0, weights[:4], self._query_weights)
-            if not torch.is_grad_enabled():
-                weight = column_major(weight)
             return weight, bias, self.position_keys(n_keys).permute(1, 2, 0).contiguous()
 
         return self.cached("ring_weights", n_keys, weights, build)
 
-    def _ring_parameters(self) -> tuple[torch.Tensor, ...]:
-        """W_q, [W_kE; W_v], u, v and W_kR, read from the modules' own dicts: an acting step
-        looks them up every layer, and ``nn.Module.__getattr__`` costs about half a
-        microsecond a lookup (about 1 us for all five this way, against 5 us)."""
+    def ring_parameters(self) -> tuple[torch.Tensor, ...]:
+        """W_q, [W_kE; W_v], u, v and W_kR, what :meth:`ring_weights` derives from, read
+        from the modules' own dicts: an acting step looks them up every layer, and
+        ``nn.Module.__getattr__`` costs about half a microsecond a lookup."""
         modules = self._modules
         return (
             _parameter(modules["query"], "weight"),
@@ -320,29 +310,6 @@ class RelativeMultiHeadAttention(ParameterCache):
             assert weights is not None
             stats = AttentionStats(attention_entropy(weights), allowed.sum(-1).float().mean())
         return out, stats
-
-    def ring_step(
-        self,
-        z: torch.Tensor,
-        memory_keys: torch.Tensor,
-        memory_values: torch.Tensor,
-        plan: RingPlan,
-        derived: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One acting step over a memory kept as a ring buffer (slots in any order).
-
-        ``z`` (B, D) the step's attention input; ``memory_keys``/``memory_values`` (B, M, D)
-        the cached ones in ring order; ``plan`` the step's key order and mask, the same for
-        every layer (:class:`RingPlan`); ``derived`` what :meth:`ring_weights` returns for
-        M + 1 keys. One product gives the step's query terms, key and value; the rest is
-        :meth:`attend_one`. Returns the output (B, D) and the step's key and value (B, D)
-        for the memory.
-        """
-        weight, bias, position_keys = derived
-        fused = F.linear(z, weight, bias)  # (B, 4D)
-        qu, qv, key, value = fused.split(self.d_model, dim=-1)  # (B, D) each
-        memory = (memory_keys, memory_values)
-        return self.attend_one(qu, qv, key, value, memory, plan, position_keys), key, value
 
     def attend_one(
         self,

@@ -20,7 +20,9 @@ changed it; no caller has to say so:
 A hit costs a dict lookup and, per weight, an identity, a version and an address compare.
 What no counter sees is a write through ``p.data`` (``p.data.copy_(...)``,
 ``torch.add(..., out=p.data)``): ``.data`` is a tensor with a version counter of its own, by
-design invisible to autograd and to this cache. After such a write call
+design invisible to autograd and to this cache. The learners drop every cache at each
+rollout start and a policy's ``predict`` compares a sample of the parameters' values at each
+call (:mod:`txrl.nn.acting.sample`); anywhere else, after such a write call
 :meth:`ParameterCache.clear_parameter_cache` (or
 :meth:`txrl.nn.protocol.Backbone.on_parameters_changed`), or write under ``torch.no_grad()``
 through the parameter itself.
@@ -85,7 +87,7 @@ def derived(
             return entry.value  # built by this key's build()
     generation = _generation  # as of before the build, so a step during it is not missed
     # inference tensors whichever way gradients are off, so a compiled step that takes
-    # them as inputs (txrl.nn.memory) sees one kind
+    # them as inputs (txrl.nn.acting.ring) sees one kind
     with torch.inference_mode():
         value = build()
     store[key] = _Entry(

@@ -8,30 +8,17 @@ Legend: B envs, T steps, L layers (or depth steps), M memory slots, D width.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from txrl.nn.attention import RingPlan
+from txrl.nn.acting.replica import ACTING_ATTRIBUTES, forget_acting_cache
+from txrl.nn.acting.ring import ring_step
 from txrl.nn.blocks import attention_blocks
-from txrl.nn.layout import (
-    HELD,
-    LaidOut,
-    Swapped,
-    forget_product_weights,
-    laid_out,
-    product_weights,
-)
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
-
-# a C++ wrapper around the compiled kernels: no Python between them (on a CPU the wrapper's
-# per-call cost is what the compiled step saves)
-_COMPILE_OPTIONS: dict[str, str | int | bool | Callable[..., Any]] = {"cpp_wrapper": True}
 
 #: per-layer tensors as ``torch.stack`` takes them
 TensorList = list[torch.Tensor] | tuple[torch.Tensor, ...]
@@ -82,8 +69,8 @@ class LayerMemoryBackbone(Backbone):
 
     state_type: ClassVar[Any] = MemoryState
     trace_type: ClassVar[Any] = MemoryTrace
-    # Whether a one-step call attends over the ring as it lies (the blocks' attention has
-    # ``ring_step``, see :meth:`txrl.nn.attention.RelativeMultiHeadAttention.ring_step`);
+    # Whether a one-step call attends over the ring as it lies (the acting wing's ring step,
+    # :mod:`txrl.nn.acting.ring`, for blocks whose attention is relative attention);
     # otherwise every call first puts the slots oldest first.
     ring_steps: ClassVar[bool] = False
     graph_capturable = True
@@ -175,8 +162,9 @@ class LayerMemoryBackbone(Backbone):
         trace: bool = False,
     ) -> BackboneOutput:
         """One acting step; without gradients it writes the step into ``state``'s ring in
-        place (O(L D) bytes written, nothing of size M copied) and returns that state.
-        :meth:`run` never changes its input and returns the slots oldest first."""
+        place (O(L D) bytes written, nothing of size M copied; :mod:`txrl.nn.acting.ring`)
+        and returns that state. :meth:`run` never changes its input and returns the slots
+        oldest first."""
         return self.step_with_head(x, state, episode_starts, None, trace=trace)[1]
 
     def step_with_head(
@@ -190,7 +178,9 @@ class LayerMemoryBackbone(Backbone):
     ) -> tuple[tuple[torch.Tensor, ...], BackboneOutput]:
         """:meth:`step`, and ``head`` (None: nothing) applied to its output (B, D): a
         policy's heads, which a compiled step (``compile_step``) runs in its graph, so an
-        acting step is one compiled call; otherwise ``head(output)`` after the step."""
+        acting step is one compiled call; otherwise ``head(output)`` after the step. One
+        step with gradients off, a memory and no dropout takes the ring step
+        (:func:`txrl.nn.acting.ring.ring_step`); anything else is :meth:`run`."""
         self.check_inputs(x, state, episode_starts)
         dropout_on = self.training and self.config.dropout > 0.0
         if (
@@ -200,221 +190,24 @@ class LayerMemoryBackbone(Backbone):
             and not dropout_on
             and not torch.is_grad_enabled()
         ):
-            return self._ring_step(x, state, episode_starts, head, trace=trace)
+            return ring_step(self, x, state, episode_starts, head, trace=trace)
         out = self.run(x, state, episode_starts, trace=trace)
         return (() if head is None else head(out.output[0])), out
-
-    def _ring_step(
-        self,
-        x: torch.Tensor,
-        state: MemoryState,
-        episode_starts: torch.Tensor,
-        head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
-        *,
-        trace: bool,
-    ) -> tuple[tuple[torch.Tensor, ...], BackboneOutput]:
-        """The layer loop of :meth:`run` for one step over the ring: the same attention
-        (:meth:`~txrl.nn.attention.RelativeMultiHeadAttention.ring_step`), with each slot's
-        relative distance read from the write position instead of the slot's index. The
-        step runs on (B, D) rows; blocks are position-wise, so they take them as they are.
-        With the ``compile_step`` setting, on a CPU, the layer loop, the ring write and
-        ``head`` run as one compiled call (:meth:`_compiled_ring_step`)."""
-        start = episode_starts[0]  # (B,)
-        # what the attentions derive from their weights, looked up here (txrl.nn.cache: a
-        # lookup while the weights stay unchanged), so the compiled step takes them as inputs
-        derived = [
-            block.attention.ring_weights(self.memory_length + 1)
-            for block in attention_blocks(self.blocks)
-        ]
-        if state.hidden.is_inference() and not torch.is_inference_mode_enabled():
-            # torch forbids writing inference tensors outside inference mode
-            state = type(state)(*(field.clone() for field in state))
-        # on a GPU, rollouts capture the step as a CUDA graph (txrl.sb3.graphs) instead
-        on_cpu = x.device.type == "cpu"
-        if self.compiles_step and on_cpu:
-            weights = self._step_weights().by_name  # column-major copies (txrl.nn.layout)
-            h, hidden, heads = self._compiled_ring_step(x[0], state, start, derived, weights, head)
-        else:
-            # on a GPU, the parameters (a rollout's CUDA graph reads their addresses)
-            with Swapped(self._step_weights().slots) if on_cpu else contextlib.nullcontext():
-                h, hidden, keys, values = self._ring_layers(
-                    x[0], state.keys, state.values, state.position, state.valid, start, derived
-                )
-            self._write_ring(*state, hidden, keys, values, start)
-            heads = () if head is None else head(h)
-        step_trace = self.trace_type(hidden=hidden[None]) if trace else None  # (1, B, L, D)
-        return heads, BackboneOutput(h[None], state, step_trace, self.aux_losses(), {})
-
-    def _compiled_ring_step(
-        self,
-        x: torch.Tensor,
-        state: MemoryState,
-        start: torch.Tensor,
-        derived: list[tuple[torch.Tensor, ...]],
-        weights: dict[str, torch.Tensor] | None,
-        head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-        """:meth:`_ring_step_in_place` through ``torch.compile`` (:meth:`_compiled_step`).
-
-        The compiled step is specialised on whether its inputs are inference tensors: x and
-        ``start`` are made so here when they are not (a learner makes its bootstrap step's
-        flags outside inference mode), so that rollouts, value estimates and ``predict``
-        share one compiled step; the state, written in place, is taken as it is (a rollout's
-        and ``predict``'s are plain tensors, a bootstrap's copy inference tensors)."""
-        small = (x, start)
-        if not all(t.is_inference() for t in small):
-            with torch.inference_mode():
-                x, start = (t if t.is_inference() else t.clone() for t in small)
-        try:
-            return self._compiled_step()(x, *state, start, derived, weights, head)
-        except torch._dynamo.exc.BackendCompilerFailed as error:
-            raise RuntimeError(
-                f"compile_step: torch.compile could not compile the acting step ({error}). "
-                "Install what it needs (a C++ compiler on a CPU), or set compile_step to "
-                "false (policy_kwargs backbone_kwargs, or policy.backbone_kwargs in a config)"
-            ) from error
-
-    def _step_weights(self) -> LaidOut:
-        """Column-major copies of the weights of the step's products, by parameter name
-        (:func:`txrl.nn.layout.product_weights`), reused while the weights are unchanged."""
-        return product_weights(self)
-
-    def clear_parameter_cache(self) -> None:
-        """Forget the copies of :meth:`_step_weights` (:meth:`on_parameters_changed`)."""
-        forget_product_weights(self)
 
     @property
     def compiles_step(self) -> bool:
         """Whether acting steps run the layer loop compiled (the ``compile_step`` setting)."""
         return bool(getattr(self.config, "compile_step", False))
 
-    def _compiled_step(self) -> Callable[..., tuple[Any, ...]]:
-        """:meth:`_ring_step_in_place` compiled with ``torch.compile``, built at the first call.
-
-        One graph, no Python per op: on a CPU the step's ~250 small ops cost more than its
-        products, and the compiled step runs them as a few fused kernels. The first step
-        compiles (tens of seconds on a CPU); a second batch size compiles once more, for
-        any batch size (torch's dynamic shapes), and so does a state whose tensors are of
-        the other kind (inference tensors or not) or another ``head``. A copy of the
-        backbone (``copy.deepcopy``, pickling) compiles its own."""
-        compiled = self.__dict__.get("_compiled_step_fn")
-        if compiled is None:
-            compiled = torch.compile(self._ring_step_in_place, options=_COMPILE_OPTIONS)
-            self.__dict__["_compiled_step_fn"] = compiled
-        return compiled
+    def clear_parameter_cache(self) -> None:
+        """Forget what the acting step derived from the weights (:meth:`on_parameters_changed`)."""
+        forget_acting_cache(self)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())
-        state.pop("_compiled_step_fn", None)  # bound to this instance; a copy compiles its own
-        state.pop(HELD, None)  # copies of this instance's weights (txrl.nn.layout)
+        for name in ACTING_ATTRIBUTES:  # this instance's compiled step and derived weights
+            state.pop(name, None)
         return state
-
-    def _ring_step_in_place(
-        self,
-        x: torch.Tensor,
-        hidden: torch.Tensor,
-        memory_keys: torch.Tensor,
-        memory_values: torch.Tensor,
-        position: torch.Tensor,
-        step: torch.Tensor,
-        valid: torch.Tensor,
-        start: torch.Tensor,
-        derived: list[tuple[torch.Tensor, ...]],
-        weights: dict[str, torch.Tensor] | None,
-        head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-        """A whole ring step on the state's fields (those of :class:`MemoryState`, in its
-        order): :meth:`_ring_layers`, with ``weights`` (None: the parameters) in place of
-        the parameters they name (:func:`txrl.nn.layout.laid_out`), the ring write
-        (:meth:`_write_ring`) and ``head`` of the output. Returns the output (B, D), the
-        step's layer inputs (B, L, D) and what ``head`` returned (empty without one)."""
-        with laid_out(self, weights):
-            h, new_hidden, keys, values = self._ring_layers(
-                x, memory_keys, memory_values, position, valid, start, derived
-            )
-        fields = (hidden, memory_keys, memory_values, position, step, valid)
-        self._write_ring(*fields, new_hidden, keys, values, start)
-        return h, new_hidden, (() if head is None else head(h))
-
-    def _ring_layers(
-        self,
-        x: torch.Tensor,
-        memory_keys: torch.Tensor,
-        memory_values: torch.Tensor,
-        position: torch.Tensor,
-        valid: torch.Tensor,
-        start: torch.Tensor,
-        derived: list[tuple[torch.Tensor, ...]],
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The layers of one ring step, reading the state and writing nothing: inputs x
-        (B, I), the cached keys and values (B, L, M, D), the write ``position`` (B,), ``valid``
-        (B, M), the steps that start an episode ``start`` (B,) and each layer's ``derived``
-        weights. Returns the output (B, D) and the step's layer inputs, keys and values
-        (B, L, D) for the ring."""
-        h = self.embed(x)  # (B, I) -> (B, D)
-        plan = self._ring_plan(position, valid, start, h.dtype)
-        inputs, keys, values = [], [], []
-        for layer, block in enumerate(attention_blocks(self.blocks)):
-            inputs.append(h)
-            attended, key, value = block.attention.ring_step(
-                block.attention_input(h),
-                memory_keys[:, layer],
-                memory_values[:, layer],
-                plan,
-                derived[layer],
-            )
-            keys.append(key)
-            values.append(value)
-            h = block(h, attended)
-        # L x (B, D) -> (B, L, D) each
-        return h, torch.stack(inputs, dim=1), torch.stack(keys, dim=1), torch.stack(values, dim=1)
-
-    def _ring_plan(
-        self, position: torch.Tensor, valid: torch.Tensor, start: torch.Tensor, dtype: torch.dtype
-    ) -> RingPlan:
-        """Key order and mask of one acting step, shared by the layers: slot j is
-        ``(position - j - 1) mod M + 1`` steps back, so its place in the distances M .. 0
-        is ``(j - position) mod M``; the step itself is last, at distance 0, always allowed.
-        Slots of an earlier episode (or any, when this step starts one) are masked."""
-        m = self.memory_length
-        slots = torch.arange(m, device=start.device)
-        slot_index = (slots - position[:, None]).remainder_(m)  # (B, M)
-        key_index = F.pad(slot_index, (0, 1), value=m)[:, None]  # (B, 1, M+1)
-        keep = valid & ~start[:, None]  # (B, M)
-        mask = torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(
-            ~keep, float("-inf")
-        )
-        return RingPlan(key_index, F.pad(mask, (0, 1))[:, None])  # (B, 1, M+1) each
-
-    def _write_ring(
-        self,
-        hidden: torch.Tensor,
-        memory_keys: torch.Tensor,
-        memory_values: torch.Tensor,
-        position: torch.Tensor,
-        step: torch.Tensor,
-        valid: torch.Tensor,
-        new_hidden: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        start: torch.Tensor,
-    ) -> None:
-        """Write one step's layer inputs, keys and values (B, L, D) over the oldest slot of
-        a state's fields (those of :class:`MemoryState`, in its order), in place, and move
-        its position, step and valid slots on."""
-        b, depth, m, d = hidden.shape
-        # row (b, l, position[b]) of each (B * L * M, D) field, b-major like (B, L) rows
-        offsets = (
-            torch.arange(b, device=start.device)[:, None] * (depth * m)
-            + torch.arange(depth, device=start.device) * m
-        )  # (B, L)
-        rows = (offsets + position[:, None]).flatten()  # (B * L,)
-        for field, new in ((hidden, new_hidden), (memory_keys, keys), (memory_values, values)):
-            field.view(b * depth * m, d).index_copy_(0, rows, new.detach().reshape(b * depth, d))
-        valid.logical_and_(~start[:, None])  # a new episode forgets the old one
-        valid.scatter_(1, position[:, None], True)
-        step.masked_fill_(start, 0).add_(1)
-        position.add_(1).remainder_(self.memory_length)
 
     def ordered(self, state: MemoryState) -> MemoryState:
         """``state`` with its slots oldest first (position 0); itself when already so."""

@@ -231,11 +231,19 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         )
 
     def _live_memory(self, n_envs: int) -> Any:
-        """The memory the next rollout starts from, with caches refreshed for the current weights."""
+        """The memory the next rollout starts from, with caches refreshed for the current weights.
+
+        Everything the acting policy derived from its weights is dropped first: the derived
+        weights follow optimizer steps and loads by themselves (:mod:`txrl.nn.cache`), but a
+        write through ``p.data`` between rollouts (a callback's EMA or perturbation, SB3's
+        ``polyak_update``) changes no version counter. Their rebuild at the rollout's first
+        step is the one an update between rollouts causes anyway."""
         if self._memory is None or self._memory[0].shape[0] != n_envs:
             self._memory = self.policy.initial_state(n_envs)
+        policy = self._acting_policy()
+        policy.on_parameters_changed()
         with torch.no_grad():
-            self._memory = self._acting_policy().backbone.refresh_state(self._memory)
+            self._memory = policy.backbone.refresh_state(self._memory)
         return self._memory
 
     def _acting_policy(self) -> MemoryActorCriticPolicy:

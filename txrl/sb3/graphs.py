@@ -10,11 +10,12 @@ each replay) and hands back copies of what it wrote, so nothing a rollout stores
 overwritten by the next replay.
 
 The draw stays outside the graph (a few kernels), so the actions are those eager steps draw
-from the same generator state. A graph fixes the addresses it reads. The weights keep theirs
-(the optimizers update them in place), but the policy's cached products of them
-(:class:`txrl.nn.cache.ParameterCache`) are rebuilt after an update, so a learner captures a
-new graph at the start of each rollout (about as much as three eager steps) rather than
-keeping one across updates.
+from the same generator state. A graph fixes the addresses it reads. On a GPU the step reads
+the parameters themselves, which keep their addresses (the optimizers update them in place),
+but what it derives from them (the attention's fused weights and positional keys,
+:mod:`txrl.nn.acting.ring`) is rebuilt after an update, and a learner drops it all at the
+start of each rollout, so a learner captures a new graph then (about as much as three eager
+steps) rather than keeping one across updates.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ sits inside is a setting (``backbone=...``) with one alias class per built-in ch
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 from typing import Any, ClassVar
 
@@ -31,7 +30,8 @@ from torch import nn
 
 from txrl.backbones import make_backbone, shared_settings
 from txrl.learners import MEMORY_POLICY_NAMES
-from txrl.nn.layout import HELD, LaidOut, forget_product_weights, laid_out, product_weights
+from txrl.nn.acting.replica import ACTING_ATTRIBUTES, column_major_replica, forget_acting_cache
+from txrl.nn.acting.sample import parameters_rewritten
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import as_state, clone_state
@@ -43,6 +43,9 @@ from txrl.sb3.extractors import (
     is_symbolic_grid,
 )
 from txrl.sb3.reconstruction import RECONSTRUCTION_LOSS, ObservationDecoder, reconstructed_entry
+
+#: The children of a policy that its discrete heads run through (``_discrete_heads``)
+ACTING_HEADS = ("mlp_extractor", "action_net", "value_net")
 
 #: Precisions of the training pass (``training_precision``); acting is always fp32.
 TRAINING_PRECISIONS = ("fp32", "bf16")
@@ -272,11 +275,12 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         (:mod:`txrl.nn.cache`); only a write through ``p.data``, which no version counter
         records, needs this call."""
         self.backbone.on_parameters_changed()
-        forget_product_weights(self)
+        forget_acting_cache(self)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())
-        state.pop(HELD, None)  # copies of this instance's weights (txrl.nn.layout)
+        for name in ACTING_ATTRIBUTES:  # what acting derived from this instance's weights
+            state.pop(name, None)
         return state
 
     def initial_state(self, n_envs: int) -> Any:
@@ -417,22 +421,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         x = self._acting_features(obs)
         head: Any = self._discrete_heads
         if getattr(self.backbone, "compiles_step", False) and x.device.type == "cpu":
-            # in the compiled step, on column-major copies of their weights (txrl.nn.layout)
-            head = functools.partial(self._laid_out_heads, self._head_weights().by_name)
+            # in the compiled step, on column-major copies of their weights (the policy's
+            # replica, txrl.nn.acting.replica; the policy itself while gradients are on)
+            head = column_major_replica(self, ACTING_HEADS)._discrete_heads
         (log_probs, values), out = stepper(x, state, episode_starts[None], head, trace=trace)
         return log_probs, values, out
-
-    def _head_weights(self) -> LaidOut:
-        """Column-major copies of the heads' weights (:func:`txrl.nn.layout.product_weights`),
-        reused while the weights are unchanged."""
-        return product_weights(self, include=("mlp_extractor", "action_net", "value_net"))
-
-    def _laid_out_heads(
-        self, weights: dict[str, torch.Tensor], latent: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`_discrete_heads` with ``weights`` in place of the parameters they name."""
-        with laid_out(self, weights):
-            return self._discrete_heads(latent)
 
     def _parameter_dtype(self) -> torch.dtype:
         """The dtype the policy's parameters are kept in (float32 unless moved)."""
@@ -527,9 +520,28 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         conversions, with the same results. With ``critic_memory="separate"`` the critic's
         memory is stepped too, so the state returned stays one whole state (usable by
         :meth:`act` as well), at the cost of its backbone.
+
+        Weights: each call acts with the weights the policy has now. What the acting step
+        derives from them (column-major copies, the attention's fused weights and positional
+        keys) follows optimizer steps, loads and in-place writes by itself
+        (:mod:`txrl.nn.cache`); a write through ``p.data`` (an EMA, a perturbation, SB3's
+        ``polyak_update``), which no version counter records, is noticed by a sample of the
+        parameters' values that each call compares (one element of each parameter, its
+        largest in magnitude: :mod:`txrl.nn.acting.sample`). That sees every write that
+        rewrites a whole tensor or clamps it, not one that changes other elements only:
+        after such a write, call :meth:`on_parameters_changed`.
+
+        The state is data, as in sb3-contrib's ``RecurrentPPO.predict``, whose LSTM state
+        stays as the weights that computed it left it: after a weight change, the memory
+        passed in keeps its layer inputs and the keys and values computed from them with the
+        old weights, and only the new step is computed with the new weights. To act from the
+        memory as the new weights would have computed its keys and values, pass
+        ``policy.backbone.refresh_state(state)`` (what the learners do at each rollout start).
         """
         if self.training:
             self.set_training_mode(False)
+        if parameters_rewritten(self):  # a write through .data, or the first call: derive anew
+            self.on_parameters_changed()
         device = self._acting_device()
         with torch.inference_mode():
             # the observation and flags made here are inference tensors, which the compiled
