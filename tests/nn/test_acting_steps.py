@@ -100,3 +100,22 @@ def test_the_compiled_step_with_computed_weights_equals_the_sequence() -> None:
     assert close(step_by_step(backbone, x, starts), expected, 1e-5)  # a float32 graph
     assert "_compiled_step_fn" in backbone.__dict__, "the step ran compiled"
     assert all(isinstance(p, nn.Parameter) for p in backbone.parameters())
+
+
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize("name", ["gtrxl", "trxl"])
+def test_a_state_left_by_a_sequence_pass_can_be_stepped_on(name: str) -> None:
+    """The state a sequence pass returns (views of its window) takes acting steps, and they
+    compute what a sequence pass over all the steps computes."""
+    torch.manual_seed(0)
+    backbone = small_backbone(name).eval()
+    x, starts = inputs(t=9)
+    with torch.inference_mode():
+        whole = backbone.run(x, backbone.initial_state(x.shape[1]), starts).output
+        head = backbone.run(x[:5], backbone.initial_state(x.shape[1]), starts[:5])
+        state, tail = head.state, []
+        for t in range(5, 9):
+            out = backbone.step(x[t : t + 1], state, starts[t : t + 1])
+            tail.append(out.output)
+            state = out.state
+    assert close(torch.cat(tail), whole[5:], F64_REL)

@@ -304,7 +304,12 @@ def write_ring(
     )  # (B, L)
     rows = (offsets + position[:, None]).flatten()  # (B * L,)
     for field, new in ((hidden, new_hidden), (memory_keys, keys), (memory_values, values)):
-        field.view(b * depth * m, d).index_copy_(0, rows, new.detach().reshape(b * depth, d))
+        if field.is_contiguous():
+            field.view(b * depth * m, d).index_copy_(0, rows, new.detach().reshape(b * depth, d))
+        else:  # e.g. a state made by a sequence pass (views of a longer window)
+            envs = torch.arange(b, device=start.device)[:, None]  # (B, 1)
+            layers = torch.arange(depth, device=start.device)[None, :]  # (1, L)
+            field[envs, layers, position[:, None]] = new.detach()  # (B, L, D) rows
     valid.logical_and_(~start[:, None])  # a new episode forgets the old one
     valid.scatter_(1, position[:, None], True)
     step.masked_fill_(start, 0).add_(1)
