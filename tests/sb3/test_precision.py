@@ -32,9 +32,12 @@ def tmaze(n_envs: int = 4) -> DummyVecEnv:
     return env
 
 
-def trained(algo: type, precision: str, **kwargs: object) -> MemoryPPO | VMPO:
-    """A model after a few updates, with one fresh rollout in its buffer (``kwargs``: more
-    of the learner's arguments, e.g. its device)."""
+def trained(
+    algo: type, precision: str, dtype: torch.dtype | None = None, **kwargs: object
+) -> MemoryPPO | VMPO:
+    """A model after a few updates, with one fresh rollout in its buffer (``dtype``: the
+    policy moved to it before training; ``kwargs``: more of the learner's arguments, e.g.
+    its device)."""
     model = algo(
         "MlpGTrXLPolicy",
         tmaze(),
@@ -46,6 +49,8 @@ def trained(algo: type, precision: str, **kwargs: object) -> MemoryPPO | VMPO:
         policy_kwargs=dict(SMALL, training_precision=precision),
         **kwargs,
     )
+    if dtype is not None:
+        model.policy.to(dtype)
     model.learn(256)
     callback = model._init_callback(None)
     assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
@@ -130,25 +135,8 @@ def test_a_float64_policy_trains_and_its_training_pass_matches_acting(algo: type
     """``policy.to(torch.float64)`` acts and trains in float64: the training pass keeps the
     heads' dtype (it casts to fp32 only after a bf16 trunk) and recomputes the rollout's
     log-probabilities and values to the rollout buffer's float32 rounding."""
-    model = algo(
-        "MlpGTrXLPolicy",
-        tmaze(),
-        n_steps=32,
-        batch_size=128,
-        segment_length=8,
-        n_epochs=1,
-        seed=0,
-        policy_kwargs=SMALL,
-    )
-    model.policy.to(torch.float64)
-    before = {k: v.clone() for k, v in model.policy.named_parameters()}
-    model.learn(256)
-    params = dict(model.policy.named_parameters())
-    assert all(p.dtype == torch.float64 for p in params.values())
-    assert any(not torch.equal(before[k], p) for k, p in params.items())
-    callback = model._init_callback(None)
-    assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
-    model.policy.set_training_mode(True)
+    model = trained(algo, "fp32", dtype=torch.float64)
+    assert all(p.dtype == torch.float64 for p in model.policy.parameters())
     with torch.no_grad():
         values, log_prob, old_values, old_log_prob = recompute(model)
     assert values.dtype == log_prob.dtype == torch.float64
