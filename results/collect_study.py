@@ -44,7 +44,7 @@ def mark_finished(record: Path) -> list[Path]:
     """Write ``finished.json`` into each run of ``record`` whose eval log reached its config's
     budget and that has none; returns the runs marked."""
     from txrl.config import read_run_config
-    from txrl.run.run_dir import EVAL_LOG, FINISHED_RECORD, read_eval_log, write_finished_record
+    from txrl.run.run_files import EVAL_LOG, FINISHED_RECORD, read_eval_log, write_finished_record
 
     marked = []
     for log in sorted(record.glob(f"runs/*/seed_*/{EVAL_LOG}")):

@@ -11,7 +11,7 @@ import pytest
 
 from tests._runs import train_tiny
 from txrl import cli
-from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.run_files import CHECKPOINT_DIR, FINAL_CHECKPOINT
 
 
 def test_progress_lines_without_a_terminal(

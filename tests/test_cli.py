@@ -24,14 +24,17 @@ import txrl.envs  # noqa: F401 - registers the tasks
 from tests._runs import crash_after, tiny, train_tiny
 from txrl import MemoryPPO, cli
 from txrl.config import read_run_config
-from txrl.run.checkpoint import (
+from txrl.run.checkpoint import latest_checkpoint, read_resume_state
+from txrl.run.run_dir import Run
+from txrl.run.run_files import (
     BEST_CHECKPOINT,
     CHECKPOINT_DIR,
+    EVAL_LOG,
     FINAL_CHECKPOINT,
-    latest_checkpoint,
-    read_resume_state,
+    RESUME_LOG,
+    TB_DIR,
+    read_eval_log,
 )
-from txrl.run.run_dir import EVAL_LOG, RESUME_LOG, TB_DIR, Run, read_eval_log
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,9 +18,8 @@ from tests._runs import TINY, train_tiny, write_config
 from txrl import MemoryPPO, cli
 from txrl.config import ConfigError, load_train_config, read_run_config
 from txrl.envs import TMazeEnv
-from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.run.preflight import resolve
-from txrl.run.run_dir import EVAL_LOG, LOCK_FILE, RESUME_LOG
+from txrl.run.run_files import CHECKPOINT_DIR, EVAL_LOG, FINAL_CHECKPOINT, LOCK_FILE, RESUME_LOG
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"

@@ -14,8 +14,13 @@ import yaml
 
 from txrl.compare import TRAIN_LOG, compare, execute_run, parse_only, plan, summarise
 from txrl.config import CONFIG_FILE, ConfigError, load_compare_config
-from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
-from txrl.run.run_dir import EVAL_LOG, FINISHED_RECORD, RESUME_LOG
+from txrl.run.run_files import (
+    CHECKPOINT_DIR,
+    EVAL_LOG,
+    FINAL_CHECKPOINT,
+    FINISHED_RECORD,
+    RESUME_LOG,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "compare_tiny.yaml"
@@ -501,7 +506,7 @@ def _endless_compare(tmp_path: Path, seeds: str = "0") -> tuple[Any, Callable[[]
     import time
 
     from tests._runs import as_from_a_terminal
-    from txrl.run.run_dir import LOCK_FILE
+    from txrl.run.run_files import LOCK_FILE
 
     command = [sys.executable, "-m", "txrl", "compare", str(TINY), "--out", str(tmp_path)]
     one_run = ["--workers", "1", "--only", "memory=lstm", "--only", f"seed={seeds}"]

@@ -23,7 +23,7 @@ from stable_baselines3.common.env_util import make_vec_env
 import txrl.envs  # noqa: F401  # registers the txrl ids
 from tests._runs import tiny
 from txrl import MemoryPPO, cli
-from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.run_files import CHECKPOINT_DIR, FINAL_CHECKPOINT
 
 TINY = tiny(budget=64, eval={"every": 0, "episodes": 2, "n_envs": 2})
 

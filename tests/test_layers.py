@@ -72,6 +72,8 @@ def test_lint_imports_keeps_every_contract() -> None:
         # torch in the config, directly or through a module of the torch layers
         ("txrl.config.sections", "torch", "torch-free-config"),
         ("txrl.learners.vmpo", "txrl.rl.vmpo_loss", "torch-free-config"),
+        # torch in the files a finished run is read from
+        ("txrl.run.run_files", "torch", "torch-free-run-files"),
     ],
 )
 def test_each_contract_breaks_on_what_it_forbids(

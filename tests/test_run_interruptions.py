@@ -23,7 +23,7 @@ from tests.test_cli import policy_params
 from txrl import cli
 from txrl.config import TrainConfig, load_train_config
 from txrl.run.callbacks import BetweenRollouts
-from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.run_files import CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.run.train import warn_short_budget
 from txrl.sb3.common import MemoryOnPolicyAlgorithm
 

@@ -9,7 +9,7 @@ import yaml
 
 from tests.test_hostile_inputs import SPACE_ENVS, TINY
 from txrl import cli
-from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.run_files import CHECKPOINT_DIR, FINAL_CHECKPOINT
 
 ENV_ID = "txrl_test/MultiBinaryActions-v0"
 assert ENV_ID in SPACE_ENVS  # registered by the hostile-input cases

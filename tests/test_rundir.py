@@ -17,8 +17,8 @@ import txrl.envs  # noqa: F401 - registers the tasks
 from tests._runs import TINY, crash_after, tiny, train_tiny
 from txrl import MemoryPPO, cli
 from txrl.config import TrainConfig
-from txrl.run.checkpoint import BEST_CHECKPOINT, CHECKPOINT_DIR
-from txrl.run.run_dir import EVAL_LOG, TB_DIR, Run
+from txrl.run.run_dir import Run
+from txrl.run.run_files import BEST_CHECKPOINT, CHECKPOINT_DIR, EVAL_LOG, TB_DIR
 
 
 def tiny_config(**changes: Any) -> TrainConfig:

@@ -90,7 +90,7 @@ def _train(args: argparse.Namespace) -> int:
 
     from txrl.errors import TrainingPaused
     from txrl.run.preflight import resolve
-    from txrl.run.run_dir import TB_DIR, default_run_dir
+    from txrl.run.run_files import TB_DIR, default_run_dir
     from txrl.run.train import train
 
     config = resolve(config)

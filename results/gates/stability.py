@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from txrl.run.run_dir import read_eval_log
+from txrl.run.run_files import read_eval_log
 
 
 def read_log(path: Path, metric: str) -> list[tuple[int, float]]:

@@ -19,8 +19,7 @@ from tests._runs import crash_after, tiny
 from txrl import RecurrentPPO, cli
 from txrl.compare import compare
 from txrl.config import load_compare_config
-from txrl.run.checkpoint import CHECKPOINT_DIR, FINAL_CHECKPOINT
-from txrl.run.run_dir import EVAL_LOG, RESUME_LOG
+from txrl.run.run_files import CHECKPOINT_DIR, EVAL_LOG, FINAL_CHECKPOINT, RESUME_LOG
 
 LSTM_RUN = tiny(
     algo="recurrent_ppo",

@@ -20,7 +20,7 @@ import yaml
 from txrl.config import CONFIG_FILE, CompareConfig, ConfigError, TrainConfig
 from txrl.run.checkpoint import latest_checkpoint
 from txrl.run.preflight import resolve
-from txrl.run.run_dir import finished_run
+from txrl.run.run_files import finished_run
 
 #: Each run's console output (its progress lines and any traceback), in its run directory.
 TRAIN_LOG = "train.log"

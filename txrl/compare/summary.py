@@ -23,7 +23,7 @@ import numpy as np
 from txrl import stats
 from txrl.compare.plan import RunSpec
 from txrl.config import CompareConfig
-from txrl.run.run_dir import EVAL_LOG, finished_run, read_eval_log
+from txrl.run.run_files import EVAL_LOG, finished_run, read_eval_log
 from txrl.stats import Interval
 
 

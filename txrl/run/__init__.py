@@ -11,9 +11,11 @@ hold them to that order):
 * :mod:`txrl.run.preflight`: the checks of a config that build a backbone, make an env or
   ask torch, run before anything is written;
 * :mod:`txrl.run.run_dir`: the run directory (:class:`~txrl.run.run_dir.Run`): its layout,
-  eval log, resume, finished record and lock;
+  resume and periodic evaluation;
 * :mod:`txrl.run.evaluate`: evaluating a model or a checkpoint;
 * :mod:`txrl.run.algorithms`: the algorithm class of each learner and the policy it builds;
 * :mod:`txrl.run.envs`: the training, eval and restored envs of a run;
 * :mod:`txrl.run.checkpoint`: the checkpoint format.
+* :mod:`txrl.run.run_files`: the run directory's files, read without torch (the eval log,
+  the finished record, the lock), which ``txrl compare`` and the results scripts read.
 """

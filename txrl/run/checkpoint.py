@@ -40,10 +40,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper,
 from txrl.config import TrainConfig, dump_yaml
 from txrl.errors import RunError, print_warning
 from txrl.files import atomic_write, fsync_dir
+from txrl.run.run_files import BEST_CHECKPOINT, CHECKPOINT_DIR, FINAL_CHECKPOINT
 
-CHECKPOINT_DIR = "checkpoints"
-FINAL_CHECKPOINT = "final.zip"
-BEST_CHECKPOINT = "best.zip"
 RESUME_MEMBER = "txrl/resume.pkl"
 CONFIG_MEMBER = "txrl/config.yaml"
 CORRUPT_SUFFIX = ".corrupt"
@@ -253,10 +251,6 @@ def newest_readable_checkpoint(
     for _, error in bad:
         warn(str(error))
     return None
-
-
-def is_finished(run_dir: Path) -> bool:
-    return (Path(run_dir) / CHECKPOINT_DIR / FINAL_CHECKPOINT).exists()
 
 
 def resolve_checkpoint(target: str | Path, *, best: bool = False) -> Path:

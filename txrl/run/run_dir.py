@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import json
 import os
 import time
@@ -96,14 +95,10 @@ from txrl.config import (
 )
 from txrl.errors import RunError, TrainingInterrupted, TrainingPaused, print_warning
 from txrl.run.checkpoint import (
-    BEST_CHECKPOINT,
-    CHECKPOINT_DIR,
-    FINAL_CHECKPOINT,
     CheckpointError,
     ResumeState,
     atomic_write,
     find_vec_normalize,
-    is_finished,
     latest_checkpoint,
     newest_readable_checkpoint,
     periodic_checkpoints,
@@ -114,13 +109,21 @@ from txrl.run.checkpoint import (
 )
 from txrl.run.envs import EVAL_SEED_OFFSET, make_train_env, restore_envs
 from txrl.run.evaluate import EvalResult, evaluate
-
-EVAL_LOG = "eval.jsonl"
-RESUME_LOG = "resumes.jsonl"
-TB_DIR = "tb"
-FINISHED_RECORD = "finished.json"
-# A fresh run never overwrites these; a directory with only config.yaml never started.
-RUN_FILES = (EVAL_LOG, TB_DIR, CHECKPOINT_DIR)
+from txrl.run.run_files import (
+    BEST_CHECKPOINT,
+    CHECKPOINT_DIR,
+    EVAL_LOG,
+    FINAL_CHECKPOINT,
+    FINISHED_RECORD,
+    RESUME_LOG,
+    RUN_FILES,
+    TB_DIR,
+    EvalLog,
+    clear_dir,
+    default_run_dir,
+    truncate_tensorboard,
+    write_finished_record,
+)
 
 
 @dataclass
@@ -135,39 +138,6 @@ class TrainResult:
     resumed_from: int | None = None  # step of the checkpoint this session started from
     wall_time_s: float = 0.0
     stopped_at_target: bool = False  # ended by eval.stop_at before the budget was spent
-
-
-@dataclass
-class EvalLog:
-    """``eval.jsonl``: appended and fsynced per evaluation; cut back to a checkpoint on resume."""
-
-    path: Path
-
-    def read(self) -> list[dict[str, Any]]:
-        return read_eval_log(self.path)
-
-    def append(self, entry: dict[str, Any]) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(entry) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-    def truncate(self, timesteps: int) -> None:
-        kept = [e for e in self.read() if e["timesteps"] <= timesteps]
-        atomic_write(self.path, "".join(json.dumps(e) + "\n" for e in kept).encode())
-
-
-def read_eval_log(path: Path) -> list[dict[str, Any]]:
-    """The entries of an eval log; a line cut short by a crash is skipped."""
-    if not path.exists():
-        return []
-    entries = []
-    for line in path.read_text().splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            entry = json.loads(line)
-            if isinstance(entry, dict) and "timesteps" in entry:
-                entries.append(entry)
-    return entries
 
 
 @dataclass
@@ -250,7 +220,7 @@ class Run:
         if found is None:
             # Killed before its first checkpoint: start over in the same directory.
             run.eval_log.truncate(-1)
-            _clear_dir(run_dir / TB_DIR)
+            clear_dir(run_dir / TB_DIR)
             run.forget_best_after(-1, [])
             return run
         run.checkpoint, run.resume_state = found
@@ -491,33 +461,6 @@ def schedule_note(stored: TrainConfig, config: TrainConfig, step: int) -> str:
     )
 
 
-def write_finished_record(
-    run_dir: str | Path,
-    *,
-    timesteps: int,
-    budget: int,
-    stopped_at_target: bool,
-    wall_time_s: float | None,
-    **note: Any,
-) -> None:
-    """Write ``finished.json``: the step a finished run ended at, its budget, whether
-    ``eval.stop_at`` ended it early, its clock, and any further ``note`` (atomically)."""
-    record = {
-        "timesteps": timesteps,
-        "budget": budget,
-        "stopped_at_target": stopped_at_target,
-        "wall_time_s": wall_time_s,
-        **note,
-    }
-    atomic_write(Path(run_dir) / FINISHED_RECORD, (json.dumps(record) + "\n").encode())
-
-
-def finished_run(run_dir: str | Path) -> bool:
-    """Whether ``run_dir`` holds a finished run: its final checkpoint, or (a record of the run
-    copied without its checkpoints, as ``results/`` keeps them) its ``finished.json``."""
-    return is_finished(Path(run_dir)) or (Path(run_dir) / FINISHED_RECORD).exists()
-
-
 def eval_score(summary: dict[str, Any]) -> float:
     """What makes an evaluation the best: its success rate where the env reports one, else
     its mean return."""
@@ -537,78 +480,3 @@ def _only_these_values(logger: Logger) -> Any:
         yield
     finally:
         logger.name_to_value, logger.name_to_count, logger.name_to_excluded = pending
-
-
-def truncate_tensorboard(tb_dir: Path, step: int) -> None:
-    """Drop every event after ``step`` from the TensorBoard files of ``tb_dir`` (atomically).
-
-    A resumed run redoes the steps after its checkpoint; without this TensorBoard would hold
-    them twice (and out of order). Events without a step (file headers) are kept.
-    """
-    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
-    from tensorboard.compat.proto import event_pb2
-    from tensorboard.summary.writer.record_writer import RecordWriter
-
-    for path in sorted(tb_dir.glob("events.out.tfevents.*")):
-        kept, dropped = [], 0
-        for record in RawEventFileLoader(str(path)).Load():  # stops at a record cut short
-            event = event_pb2.Event.FromString(record)
-            if event.HasField("summary") and event.step > step:
-                dropped += 1
-            else:
-                kept.append(record)
-        if dropped:
-            buffer = io.BytesIO()
-            writer = RecordWriter(buffer)
-            for record in kept:
-                writer.write(record)
-            atomic_write(path, buffer.getvalue())
-
-
-def _clear_dir(directory: Path) -> None:
-    if directory.exists():
-        for p in sorted(directory.rglob("*"), reverse=True):
-            p.rmdir() if p.is_dir() else p.unlink()
-
-
-LOCK_FILE = ".lock"
-
-
-@contextlib.contextmanager
-def run_lock(run_dir: Path) -> Any:
-    """Hold ``run_dir`` for this process while it trains (an exclusive ``flock`` on
-    ``run_dir/.lock``, released when the block ends or the process dies).
-
-    Two processes training one run directory (a compare started twice, a resume while the
-    run still goes) would interleave their checkpoints and logs; the second one is refused
-    instead, with the first one's pid. A directory that does not exist yet is created (a new
-    run); on systems without ``fcntl`` (Windows) nothing is locked.
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / LOCK_FILE, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            raise RunError(
-                f"{run_dir} is being trained by another process (pid {holder}); wait for it to "
-                "end (or stop it) before resuming, or train in another --run-dir"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def default_run_dir(config: TrainConfig) -> Path:
-    return Path("runs") / f"{config.name or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}"

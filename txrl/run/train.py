@@ -22,7 +22,8 @@ from txrl.config import ConfigError, TrainConfig
 from txrl.errors import TrainingDiverged, print_warning
 from txrl.run.checkpoint import import_dynamo_without_litter, latest_checkpoint
 from txrl.run.preflight import resolve
-from txrl.run.run_dir import TrainResult, default_run_dir, interrupted, run_lock
+from txrl.run.run_dir import TrainResult, interrupted
+from txrl.run.run_files import default_run_dir, run_lock
 
 
 def warn_short_budget(config: TrainConfig, warn: Callable[[str], None] | None = None) -> None:
@@ -38,12 +39,6 @@ def warn_short_budget(config: TrainConfig, warn: Callable[[str], None] | None = 
             f"= {n_steps} * {config.env.n_envs} = {rollout:,} steps): the run trains one whole "
             f"rollout, {rollout:,} steps; set budget >= {rollout:,} or lower {config.algo}.n_steps"
         )
-
-
-def recipe(config: TrainConfig) -> Callable[..., TrainResult]:
-    """The agent recipe that trains ``config``: :func:`txrl.agents.recipe.main`, for every
-    learner and backbone."""
-    return agent_recipe
 
 
 def train(
@@ -76,7 +71,7 @@ def train(
     held = run_lock(run_dir) if not resume or run_dir.is_dir() else contextlib.nullcontext()
     try:
         with held:
-            return recipe(config)(config, run_dir, resume=resume, until=until)
+            return agent_recipe(config, run_dir, resume=resume, until=until)
     except KeyboardInterrupt:
         # Ctrl-C outside the learner's loop (the recipe names the step inside it).
         raise interrupted(run_dir, None) from None
@@ -92,4 +87,4 @@ def train(
         raise TrainingDiverged(f"training stopped in {run_dir}: {e}\n{kept}") from e
 
 
-__all__ = ["TrainResult", "recipe", "train", "warn_short_budget"]
+__all__ = ["TrainResult", "train", "warn_short_budget"]
