@@ -13,8 +13,9 @@ What it wires together, all from ``txrl``:
 * **policy**: the learner's policy for ``config.policy`` on the env's observations
   (:func:`txrl.run.algorithms.policy_for`): features -> memory backbone -> actor and
   critic heads;
-* **learner**: the algorithm of ``algo`` (:data:`txrl.run.algorithms.ALGORITHMS`) with the
-  config's learner section as its settings;
+* **learner**: the algorithm of ``algo`` (:data:`txrl.run.algorithms.ALGORITHMS`, from the
+  learner's record in :data:`txrl.learners.LEARNERS`) with the config's learner section as
+  its settings (``config.learner_settings``);
 * **logging**: TensorBoard, periodic evaluation, progress and atomic checkpoints
   (:class:`txrl.run.run_dir.Run`, driven by :mod:`txrl.run.callbacks`).
 """
@@ -27,8 +28,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
 from txrl.config import TrainConfig
-from txrl.learners import get_learner
-from txrl.run.algorithms import algorithm_class, policy_for
+from txrl.run.algorithms import algorithm_class, policy_for, settings_kwargs
 from txrl.run.callbacks import StopOnInterrupt, run_callbacks
 from txrl.run.envs import EVAL_SEED_OFFSET, make_eval_env
 from txrl.run.run_dir import Run, TrainResult
@@ -40,7 +40,7 @@ def make_learner(config: TrainConfig, env: VecEnv) -> BaseAlgorithm:
     return algorithm_class(config.algo)(
         policy,
         env,
-        **get_learner(config.algo).settings_kwargs(config.learner),  # every settings field
+        **settings_kwargs(config.learner_settings),  # every settings field
         policy_kwargs=policy_kwargs,
         seed=config.seed,
         device=config.runtime.device,

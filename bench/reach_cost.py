@@ -28,7 +28,7 @@ For each M, and for the references M = 64 (acting, ``--act-reference``) and M = 
   (``trace_nbytes_per_transition``, what the learner logs as
   ``train/memory_bytes_per_transition``: each step's layer inputs plus the memory carried
   into the rollout); ``segments B/tr``: the states of all segment starts that the buffer
-  keeps for the rollout's minibatches (``txrl.rl.buffer``), per transition;
+  keeps for the rollout's minibatches (``txrl.sb3.buffer``), per transition;
 * ``RSS MiB``: how much one rollout and one ``train()`` raise the peak resident set of a
   fresh process per M over its resident set after the imports and the learner's
   construction (Linux: the peak reset there through ``/proc/self/clear_refs`` and read as

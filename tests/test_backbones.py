@@ -1,6 +1,7 @@
 """The backbone registry (:mod:`txrl.backbones`): one declaration of each backbone's settings,
-read without torch by the configs and with it by the policies; and a backbone defined in this
-module alone joins the registry, the configs, the policies and ``txrl compare``."""
+read without torch by the configs and with it by the policies; a backbone defined in this
+module alone joins the registry, the configs, the policies and ``txrl compare``; and a new
+family package joins them all through one row of the registry's table."""
 
 from __future__ import annotations
 
@@ -87,18 +88,28 @@ def test_policy_section_policy_keywords_and_records_agree() -> None:
         assert set(record.shared) <= set(setting_names(record.settings)), name
 
 
-def test_settings_are_declared_once_outside_the_torch_modules() -> None:
-    """Every built-in backbone's settings class lives in txrl.backbones; the torch modules
-    import it from there, and each record's implementation builds from it."""
-    import txrl.nn.rnn
-    import txrl.nn.trxl
+def test_each_family_holds_its_settings_and_its_model_in_one_package() -> None:
+    """Every built-in record is a row of the registry's table, comes from its family's
+    package (``txrl.backbones.<family>.BACKBONES``) and names a builder in that package's
+    ``model`` module; the models build from the settings their family declares."""
+    import importlib
 
-    for name in backbone_names():
-        record = get_backbone(name)
-        assert record.settings.__module__.startswith("txrl.backbones."), name
-        assert isinstance(record.implementation, str), name
-    assert txrl.nn.trxl.GTrXLConfig is backbone_config_class("gtrxl")
-    assert txrl.nn.rnn.RNNConfig is backbone_config_class("lstm")
+    from txrl.backbones import BUILTIN_BACKBONES
+    from txrl.backbones.rnn import model as rnn_model
+    from txrl.backbones.trxl import model as trxl_model
+
+    assert [r.name for r in BUILTIN_BACKBONES][:2] == ["gtrxl", "trxl_i"]  # the default first
+    assert sorted(r.name for r in BUILTIN_BACKBONES) == backbone_names()
+    for record in BUILTIN_BACKBONES:
+        assert isinstance(record.implementation, str), record.name
+        module, _, builder = record.implementation.partition(":")
+        family, model = module.rsplit(".", 1)
+        assert model == "model" and family.rsplit(".", 1)[0] == "txrl.backbones", module
+        assert record in importlib.import_module(family).BACKBONES
+        assert record.settings.__module__.startswith("txrl.backbones."), record.name
+        assert callable(record.factory()), builder
+    assert trxl_model.GTrXLConfig is backbone_config_class("gtrxl")
+    assert rnn_model.RNNConfig is backbone_config_class("lstm")
 
 
 def test_a_record_sharing_a_setting_it_lacks_is_an_error() -> None:
@@ -285,13 +296,148 @@ def test_a_registered_backbone_joins_a_compare_grid(decay_backbone, tmp_path: Pa
 
 def test_the_decorator_form_registers_a_factory() -> None:
     """``@register_backbone(name, settings)`` (as before the records) still registers."""
-    from txrl.nn import register_backbone as nn_register
+    import txrl
 
     name = "test_decay_decorated"
     try:
-        decorated = nn_register(name, DecaySettings)(build_decay)
+        decorated = txrl.register_backbone(name, DecaySettings)(build_decay)
         assert decorated is build_decay
         assert get_backbone(name).implementation is build_decay
         assert make_backbone(name, input_dim=2).output_dim == 8
     finally:
         txrl.backbones._REGISTRY.pop(name, None)
+
+
+# ---------------------------------------------------------------------------- a new family
+
+FAMILY_SETTINGS = '''"""A family outside txrl laid out as the built-in ones: settings and records."""
+
+import dataclasses
+
+from txrl.backbones.record import BackboneRecord
+
+
+@dataclasses.dataclass(frozen=True)
+class EchoSettings:
+    input_dim: int
+    d_model: int = 8
+    n_layers: int = 1
+
+
+BACKBONES = (
+    BackboneRecord("test_echo", EchoSettings, f"{__name__}.model:build_echo", ("d_model",)),
+)
+'''
+
+FAMILY_MODEL = '''"""Its torch model: txrl.nn's pre-LayerNorm block over a window of one step (each
+step attends to itself only), behind the backbone protocol."""
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from txrl.nn.blocks import PreNormBlock
+from txrl.nn.protocol import Backbone, BackboneOutput
+
+
+class EchoState(NamedTuple):
+    steps: torch.Tensor  # (B,) steps of the current episode, the only thing it remembers
+
+
+class Echo(Backbone):
+    def __init__(self, settings) -> None:
+        super().__init__()
+        self.input_dim, self.output_dim = settings.input_dim, settings.d_model
+        self.embed = nn.Linear(settings.input_dim, settings.d_model)
+        blocks = [
+            PreNormBlock(_Width(settings.d_model), nn.Linear(settings.d_model, settings.d_model))
+            for _ in range(settings.n_layers)
+        ]
+        self.blocks = nn.ModuleList(blocks)
+
+    def initial_state(self, batch_size, device=None) -> EchoState:
+        placement = self.state_placement(device)
+        return EchoState(torch.zeros(batch_size, device=placement["device"], dtype=torch.long))
+
+    def run(self, x, state, episode_starts, *, trace=False, stats=False, next_state=True):
+        self.check_inputs(x, state, episode_starts)
+        h = self.embed(x)
+        for block in self.blocks:
+            h = block(h, block.attention(block.attention_input(h)))
+        steps, before = state.steps, []
+        for t in range(x.shape[0]):
+            steps = torch.where(episode_starts[t], 0, steps)
+            before.append(steps)
+            steps = steps + 1
+        step_trace = EchoState(torch.stack(before)) if trace else None
+        return BackboneOutput(h, EchoState(steps) if next_state else None, step_trace, {}, {})
+
+
+class _Width:
+    def __init__(self, d_model: int) -> None:
+        self.d_model, self.ff_width, self.dropout = d_model, 2 * d_model, 0.0
+
+
+def build_echo(settings) -> Echo:
+    return Echo(settings)
+'''
+
+
+@pytest.fixture
+def echo_family(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A family package written to ``tmp_path`` (settings and records in ``__init__.py``, its
+    torch model in ``model.py``) and ONE row added to the registry's table: what a built-in
+    family is, and what adding one to txrl touches."""
+    import importlib
+
+    package = tmp_path / "echo_family"
+    package.mkdir()
+    (package / "__init__.py").write_text(FAMILY_SETTINGS)
+    (package / "model.py").write_text(FAMILY_MODEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    family = importlib.import_module("echo_family")
+    table = (*txrl.backbones.BUILTIN_BACKBONES, *family.BACKBONES)  # the new row
+    monkeypatch.setattr(txrl.backbones, "_REGISTRY", txrl.backbones._table(table))
+    yield "test_echo"
+    for module in ("echo_family.model", "echo_family"):
+        sys.modules.pop(module, None)
+
+
+def test_a_new_family_package_joins_through_one_row_of_the_table(echo_family: str) -> None:
+    import torch
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from txrl import MemoryPPO
+    from txrl.envs import make_env_fn
+
+    # the registry builds it, and only then imports its model
+    assert "echo_family.model" not in sys.modules
+    module = make_backbone(echo_family, input_dim=3, d_model=4)
+    assert "echo_family.model" in sys.modules
+    y, state = module(torch.ones(5, 2, 3), module.initial_state(2), torch.zeros(5, 2, dtype=bool))
+    assert y.shape == (5, 2, 4) and state.steps.tolist() == [5, 5]
+    # the config's policy section checks it by name
+    config = TrainConfig.from_dict({"policy": {"backbone": echo_family, "d_model": 4}})
+    policy, problems = check_policy(config.policy)
+    assert problems == [] and policy.backbone_settings() == {"d_model": 4}
+    _, problems = check_policy(dataclasses.replace(config.policy, n_heads=2))
+    assert problems == [
+        f"policy.n_heads does not apply to backbone {echo_family!r}; its settings: d_model, "
+        "n_layers"
+    ]
+    # and a memory policy trains it
+    env = DummyVecEnv([make_env_fn("txrl/TMazePassive-v0", length=5)] * 2)
+    model = MemoryPPO(
+        "MlpMemoryPolicy",
+        env,
+        policy_kwargs={"backbone": echo_family, "d_model": 8},
+        n_steps=16,
+        batch_size=32,
+        segment_length=8,
+        n_epochs=1,
+        seed=0,
+    )
+    model.learn(64)
+    assert model.num_timesteps >= 64
+    assert type(model.policy.backbone).__module__ == "echo_family.model"

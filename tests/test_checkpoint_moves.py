@@ -1,15 +1,20 @@
-"""Checkpoints written before the run layer's modules moved still load and resume."""
+"""Checkpoints written before txrl's modules moved (the run layer's, the learners') still load
+and resume."""
 
 from __future__ import annotations
 
+import base64
+import io
+import json
 import pickle
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests._runs import train_tiny
+from tests._runs import TINY, tiny, train_tiny
 from txrl import cli
 from txrl.run import checkpoint
 
@@ -40,4 +45,74 @@ def test_a_checkpoint_of_the_old_module_layout_loads_and_evaluates(
     assert "txrl.checkpoint" not in sys.modules
     state = checkpoint.read_resume_state(final)
     assert isinstance(state, checkpoint.ResumeState)
+    assert cli.main(["eval", str(run_dir), "--episodes", "2", "--json"]) == 0
+
+
+#: Classes a saved model's data pickles, by the module that held each before every learner got
+#: its folder (txrl/learners/<name>/) and the rollout buffer moved to the SB3 adapter.
+OLD_HOMES = {
+    "MemoryRolloutBuffer": "txrl.rl.buffer",
+    "MemoryDictRolloutBuffer": "txrl.rl.buffer",
+    "VMPOConfig": "txrl.rl.vmpo_loss",
+}
+
+
+def _saved_before_the_learners_moved(
+    path: Path, algo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rewrite the model data of checkpoint ``path`` as the release before the move saved it:
+    the rollout buffer's class (and V-MPO's loss config) pickled under their old modules."""
+    from txrl.learners.vmpo.settings import VMPOConfig
+    from txrl.run.algorithms import algorithm_class
+    from txrl.sb3 import buffer
+
+    model = checkpoint.load_model(algorithm_class(algo), path)
+    moved = [buffer.MemoryRolloutBuffer, buffer.MemoryDictRolloutBuffer, VMPOConfig]
+    with monkeypatch.context() as patch:
+        for cls in moved:
+            old = OLD_HOMES[cls.__name__]
+            patch.setitem(sys.modules, old, sys.modules[cls.__module__])
+            patch.setattr(cls, "__module__", old)
+        saved = io.BytesIO()
+        model.save(saved)
+    with zipfile.ZipFile(saved) as archive:
+        data = archive.read("data")
+    pickled = b"".join(
+        base64.b64decode(item[":serialized:"])
+        for item in json.loads(data).values()
+        if isinstance(item, dict) and ":serialized:" in item
+    )
+    assert b"txrl.rl.buffer" in pickled and b"txrl.sb3.buffer" not in pickled
+    assert (b"txrl.rl.vmpo_loss" in pickled) == (algo == "vmpo")
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    members["data"] = data
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "vmpo"])
+def test_a_model_saved_before_the_learners_moved_loads_and_evaluates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algo: str
+) -> None:
+    from txrl.run.algorithms import algorithm_class
+
+    settings = TINY["ppo"]
+    changes = {} if algo == "ppo" else {"algo": "vmpo", "vmpo": settings, "ppo": None}
+    config = {k: v for k, v in tiny(**changes).items() if v is not None}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    run_dir = tmp_path / "run"
+    assert cli.main(["train", str(tmp_path / "run.yaml"), "--run-dir", str(run_dir)]) == 0
+    final = run_dir / "checkpoints" / "final.zip"
+    _saved_before_the_learners_moved(final, algo, monkeypatch)
+    old_names = set(checkpoint.MOVED_MODULES)
+    assert not old_names & set(sys.modules)
+    with pytest.raises(ModuleNotFoundError, match=r"txrl\.rl"):
+        algorithm_class(algo).load(final)  # SB3's own load knows nothing of the move
+    model = checkpoint.load_model(algorithm_class(algo), final)
+    assert model.rollout_buffer_class.__module__ == "txrl.sb3.buffer"
+    if algo == "vmpo":
+        assert type(model.vmpo_config).__module__ == "txrl.learners.vmpo.settings"
+    assert not old_names & set(sys.modules)  # the old names are gone again
     assert cli.main(["eval", str(run_dir), "--episodes", "2", "--json"]) == 0

@@ -229,7 +229,7 @@ def test_schema_problems_are_reported_together(
 
 def test_set_algo_switches_learner_without_a_new_file() -> None:
     config = resolve(load_train_config(QUICKSTART, ["algo=vmpo", "vmpo.n_steps=64"]))
-    assert config.algo == "vmpo" and config.vmpo.n_steps == 64
+    assert config.algo == "vmpo" and config.learner_settings.n_steps == 64
     assert "ppo" not in config.to_dict()
 
 

@@ -63,15 +63,26 @@ def test_lint_imports_keeps_every_contract() -> None:
     [
         # an upward import across the layers of txrl: the config reaching the run layer
         ("txrl.config.sections", "txrl.run.train", "layers"),
-        # the learners' records reaching the algorithms that train them
-        ("txrl.learners.common", "txrl.sb3.ppo", "layers"),
+        # the SB3 adapter reaching the learners whose algorithms subclass it
+        ("txrl.sb3.common", "txrl.learners", "layers"),
+        ("txrl.sb3.policies", "txrl.learners.ppo.algorithm", "layers"),
         # an upward import inside the run layer: the checkpoint format reaching the callbacks
         ("txrl.run.checkpoint", "txrl.run.callbacks", "run-layers"),
         # a loop inside one package, which no layer order of txrl can see
         ("txrl.config.files", "txrl.config.grid", "no-loops"),
         # torch in the config, directly or through a module of the torch layers
         ("txrl.config.sections", "torch", "torch-free-config"),
-        ("txrl.learners.vmpo", "txrl.rl.vmpo_loss", "torch-free-config"),
+        # a learner's settings, or the registry, reaching its torch modules
+        ("txrl.learners.vmpo.settings", "txrl.learners.vmpo.loss", "torch-free-config"),
+        ("txrl.learners", "txrl.learners.ppo.algorithm", "torch-free-config"),
+        ("txrl.learners.recurrent_ppo", "sb3_contrib", "torch-free-config"),
+        ("txrl.learners.record", "txrl.sb3.schedule", "torch-free-config"),
+        ("txrl.policy_names", "torch", "torch-free-config"),
+        # the papers' computation reaching the backbone families above it
+        ("txrl.nn.blocks", "txrl.backbones.transformer_settings", "layers"),
+        # a family's settings importing its torch model, or torch itself
+        ("txrl.backbones.shaw", "txrl.backbones.shaw.model", "torch-free-backbone-settings"),
+        ("txrl.backbones.transformer_settings", "torch", "torch-free-backbone-settings"),
         # torch in the files a finished run is read from
         ("txrl.run.run_files", "torch", "torch-free-run-files"),
     ],
@@ -118,7 +129,39 @@ for algo in learner_names():
     assert not problems + check_learner(config, policy), problems
 assert load_compare_config("configs/compare_tiny.yaml").variants()
 heavy = ("torch", "stable_baselines3", "sb3_contrib", "txrl.nn", "txrl.sb3", "txrl.run")
-print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)))
+learner_torch = ("algorithm", "loss", "multipliers", "popart")  # a learner's torch modules
+print(sorted(
+    m for m in sys.modules
+    if any(m == h or m.startswith(h + ".") for h in heavy)
+    or (m.startswith("txrl.learners.") and m.rsplit(".", 1)[1] in learner_torch)
+))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_backbones_settings_are_built_without_torch() -> None:
+    """The registry, every family's settings and records, and a config's policy section
+    checked against each backbone load no torch (in a fresh interpreter): only building a
+    backbone imports its family's torch model."""
+    script = """
+import dataclasses, sys
+import txrl.config
+from txrl.backbones import backbone_config_class, backbone_names, get_backbone
+from txrl.config import TrainConfig, check_policy
+
+for name in backbone_names():
+    settings = backbone_config_class(name)(input_dim=3)
+    assert dataclasses.is_dataclass(settings), name
+    get_backbone(name).implementation  # named, not imported
+    policy, problems = check_policy(TrainConfig.from_dict({"policy": {"backbone": name}}).policy)
+    assert not problems, (name, problems)
+heavy = ("torch", "stable_baselines3", "sb3_contrib", "txrl.nn", "txrl.sb3")
+loaded = [m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)]
+print(sorted(loaded + [m for m in sys.modules if m.endswith(".model") and "txrl" in m]))
 """
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120

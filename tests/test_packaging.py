@@ -58,7 +58,7 @@ def test_wheel_has_no_top_level_agents_or_envs(installed: tuple[Path, Path, Path
     assert top_level <= {"txrl", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
     assert "txrl/envs/__init__.py" in names
     assert "txrl/agents/__init__.py" in names
-    assert "txrl/nn/trxl.py" in names
+    assert "txrl/backbones/trxl/model.py" in names
     # pyproject.toml lists the packages by hand: each package of the source tree must ship.
     for top, package in INSTALLED_AS.items():
         for init in (checkout / top).rglob("__init__.py"):

@@ -358,7 +358,7 @@ def test_switching_learner_names_the_dropped_section(
 ) -> None:
     path = write(tmp_path / "tiny.yaml", ppo={**TINY["ppo"], "clip_range": 0.1, "gamma": 0.9})
     config = load_train_config(path, ["algo=vmpo"])
-    assert config.algo == "vmpo" and config.learner.gamma != 0.9  # vmpo's defaults
+    assert config.algo == "vmpo" and config.learner_settings.gamma != 0.9  # vmpo's defaults
     line = one_line(capsys.readouterr().err)
     assert line.startswith(
         "warning: --set algo=vmpo drops the file's ppo: section (batch_size, clip_range, gamma, "

@@ -77,18 +77,18 @@ _LAZY = {
     "backbone_names": "txrl.backbones",
     "make_backbone": "txrl.backbones",
     "register_backbone": "txrl.backbones",
-    # the algorithms of txrl.run.algorithms.ALGORITHMS, by class name
-    "MemoryPPO": "txrl.sb3.ppo",
-    "VMPO": "txrl.sb3.vmpo",
-    "RecurrentPPO": "txrl.sb3.recurrent_ppo",
+    # the algorithms of txrl.run.algorithms.ALGORITHMS, by class name, each in its learner's folder
+    "MemoryPPO": "txrl.learners.ppo.algorithm",
+    "VMPO": "txrl.learners.vmpo.algorithm",
+    "RecurrentPPO": "txrl.learners.recurrent_ppo.algorithm",
 }
 
 if TYPE_CHECKING:
     from txrl.backbones import backbone_names, make_backbone, register_backbone
+    from txrl.learners.ppo.algorithm import MemoryPPO
+    from txrl.learners.recurrent_ppo.algorithm import RecurrentPPO
+    from txrl.learners.vmpo.algorithm import VMPO
     from txrl.nn import Backbone, BackboneOutput
-    from txrl.sb3.ppo import MemoryPPO
-    from txrl.sb3.recurrent_ppo import RecurrentPPO
-    from txrl.sb3.vmpo import VMPO
 
 
 def __getattr__(name: str) -> Any:

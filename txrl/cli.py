@@ -22,7 +22,7 @@ from pathlib import Path
 def _demo(args: argparse.Namespace) -> int:
     import torch
 
-    from txrl.nn import backbone_config_class, backbone_names, make_backbone
+    from txrl.backbones import backbone_config_class, backbone_names, make_backbone
 
     names = backbone_names()
     if args.backbone not in names:

@@ -8,10 +8,10 @@ take). Two conveniences, both because of YAML: numbers written without a dot (``
 which PyYAML reads as a string) are accepted where a number is expected, and an
 integer-valued float (``1.0e5``) where an integer is.
 
-It depends on nothing of txrl but its errors: the config's sections (:mod:`txrl.config`),
-the learners' settings (:mod:`txrl.learners`) and the V-MPO loss's
-(:mod:`txrl.rl.vmpo_settings`) all declare their fields with its types, and the config reads
-the learners' registry, so the checker sits below both.
+It depends on nothing of txrl but its errors: the config's sections (:mod:`txrl.config`)
+and the learners' settings (each learner's ``settings`` module in :mod:`txrl.learners`, the
+V-MPO loss's included) all declare their fields with its types, and the config reads the
+learners' registry, so the checker sits below both.
 
 Why not pydantic or OmegaConf: the sections are also the learners' settings
 (:mod:`txrl.learners`), which must stay plain dataclasses importable without extra
@@ -83,7 +83,7 @@ PositiveFloat = Annotated[float, Interval(0, low_open=True)]
 NonNegativeFloat = Annotated[float, Interval(0)]
 UnitFloat = Annotated[float, Interval(0, 1)]
 #: rl-baselines3-zoo's notation of a linear schedule: ``lin_<start>``, from start to 0 over
-#: the run's budget (see :func:`txrl.learners.schedule`).
+#: the run's budget (see :func:`txrl.sb3.schedule.schedule`).
 LinearDecay = Annotated[
     str, Pattern(r"lin_(?=[0-9.]*[1-9])[0-9.]+([eE][+-]?[0-9]+)?", "lin_<number>")
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from txrl.nn import backbone_config_class, make_backbone
+from txrl.backbones import backbone_config_class, make_backbone
 from txrl.nn.protocol import Backbone
 
 SMALL = {"input_dim": 5, "d_model": 16, "n_layers": 2, "n_heads": 2, "memory_length": 4}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from txrl.nn import PairedBackbone, backbone_names
+from txrl.backbones import backbone_names
+from txrl.nn import PairedBackbone
 
 from ..numeric import F64_REL, close
 from .conftest import small_backbone

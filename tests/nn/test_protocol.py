@@ -7,7 +7,9 @@ import copy
 import pytest
 import torch
 
-from txrl.nn import GATE_NAMES, PairedBackbone, backbone_names, make_backbone
+from txrl.backbones import backbone_names, make_backbone
+from txrl.backbones.trxl import GATE_NAMES
+from txrl.nn import PairedBackbone
 from txrl.nn.state import index_state
 
 from ..numeric import DEVICES, F64_REL, close

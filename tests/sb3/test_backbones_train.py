@@ -8,7 +8,7 @@ import math
 import pytest
 
 from txrl import MemoryPPO, backbone_names
-from txrl.nn import backbone_config_class
+from txrl.backbones import backbone_config_class
 
 from ..numeric import F32_REL, close
 from .test_common import collect_one_rollout, tmaze_env

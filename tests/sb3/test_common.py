@@ -456,7 +456,8 @@ def test_loading_another_learners_file_names_the_learner_that_saved_it(
     model.save(tmp_path / "model.zip")
     name = saver.__name__
     with pytest.raises(
-        ValueError, match=rf"saved by {name} \(txrl\.sb3\.\w+:{name}\).*load it with {name}\.load"
+        ValueError,
+        match=rf"saved by {name} \(txrl\.learners\.\w+\.algorithm:{name}\).*load it with {name}\.load",
     ):
         loader.load(tmp_path / "model.zip")
     assert type(saver.load(tmp_path / "model.zip")) is saver
@@ -546,7 +547,7 @@ def test_states_kept_per_rollout_give_state_ats_minibatches_and_gradients(
     minibatch's rows with the current weights: the same memory, outputs and gradients as
     rebuilding each minibatch's states with ``state_at`` (the path above the size bound),
     after the weights have moved since the states were kept."""
-    import txrl.rl.buffer as buffer_module
+    import txrl.sb3.buffer as buffer_module
 
     model = MemoryPPO(policy, tmaze_env(2, length=4), n_steps=24, batch_size=16,
                       segment_length=8, n_epochs=1, policy_kwargs=tiny_kwargs(policy), seed=0)  # fmt: skip

@@ -58,7 +58,7 @@ def test_both_recipes_are_shipped() -> None:
 def test_recipes_ask_for_pixels_and_the_reconstruction_loss(path: Path) -> None:
     config = load_train_config(path)
     assert config.policy.encoder == "cnn" and config.policy.reconstruct_observation
-    assert config.ppo.aux_loss_coef == {RECONSTRUCTION_LOSS: 0.1}
+    assert config.learner_settings.aux_loss_coef == {RECONSTRUCTION_LOSS: 0.1}
     assert config.env.id.startswith("txrl/memorygym-") and config.env.id.endswith("-Grid-v0")
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import txrl.sb3.policies as policies
 from txrl import VMPO, MemoryPPO
-from txrl.learners import MEMORY_POLICY_NAMES
+from txrl.policy_names import MEMORY_POLICY_NAMES
 from txrl.run.algorithms import encoder_prefix, policy_for
 
 
@@ -81,3 +81,25 @@ def test_auto_encoder_takes_pixels_through_a_cnn_and_keeps_code_grids_embedded()
         assert policies.POLICY_ALIASES[name].encoder_class(space) is encoder, name
     # a named encoder is taken as it is
     assert encoder_prefix("mlp", expected["Cnn"][0]) == "Mlp"
+
+
+@pytest.mark.parametrize("algo", ["ppo", "vmpo"])
+def test_every_policy_a_memory_learner_names_is_an_alias_class(algo: str) -> None:
+    """The learners' records name a config's policy without torch, by the rule of
+    :mod:`txrl.policy_names` that made the alias classes: every backbone, built-in or not, on
+    every kind of observations, gets a class that exists."""
+    import dataclasses
+
+    from txrl.backbones import backbone_names
+    from txrl.config import TrainConfig
+    from txrl.learners import get_learner
+
+    policy = TrainConfig.from_dict({}).policy
+    for backbone in backbone_names():
+        for kind in policies.ENCODER_POLICY_BASES:
+            name, _ = get_learner(algo).policy(dataclasses.replace(policy, backbone=backbone), kind)
+            cls = policies.POLICY_ALIASES[name]
+            assert cls.__bases__[0] is policies.ENCODER_POLICY_BASES[kind]
+            assert cls.default_backbone == (
+                backbone if backbone in MEMORY_POLICY_NAMES else "gtrxl"
+            )

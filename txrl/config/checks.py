@@ -70,8 +70,8 @@ def check_learner(config: TrainConfig, policy: PolicyConfig) -> list[str]:
             f"got {policy.backbone!r} (with policy.inapplicable: drop the settings the new "
             "backbone does not have are cleared)"
         )
-    memory_learners = ", ".join(n.name for n in learners() if n.memory_policy)
-    if not learner.memory_policy and policy.training_precision != "fp32":
+    memory_learners = ", ".join(n.name for n in learners() if n.trains_memory_policies)
+    if not learner.trains_memory_policies and policy.training_precision != "fp32":
         problems.append(
             f"policy.training_precision {policy.training_precision!r} applies to txrl's memory "
             f"learners ({memory_learners}); algo {config.algo} trains in fp32"
@@ -81,12 +81,12 @@ def check_learner(config: TrainConfig, policy: PolicyConfig) -> list[str]:
         ("predict_past", bool(policy.predict_past)),
         ("reconstruct_observation", policy.reconstruct_observation),
     ):
-        if wanted and not learner.memory_policy:
+        if wanted and not learner.trains_memory_policies:
             problems.append(
                 f"policy.{name} applies to txrl's memory learners ({memory_learners}); "
                 f"algo {config.algo} has no such loss"
             )
-    segment = getattr(config.learner, "segment_length", None)
+    segment = getattr(config.learner_settings, "segment_length", None)
     if policy.predict_past and segment is not None and max(policy.predict_past) >= segment:
         problems.append(
             f"policy.predict_past offsets must be below {config.algo}.segment_length "

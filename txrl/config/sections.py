@@ -14,10 +14,11 @@ fields below)::
     checkpoint: {every: 10000, keep: 2}
     runtime: {device: cpu, progress_bar: true}
 
-The section named after ``algo`` holds the learner's settings: the fields of its settings
-dataclass, declared once beside the learner (``ppo``: :class:`txrl.learners.ppo.MemoryPPOSettings`,
-``vmpo``: :class:`txrl.learners.vmpo.VMPOSettings`, ``recurrent_ppo``:
-:class:`txrl.learners.recurrent_ppo.RecurrentPPOSettings`).
+The section named after ``algo`` holds the learner's settings, read into
+:attr:`TrainConfig.learner_settings`: the fields of its settings dataclass, declared once in
+the learner's folder (``ppo``: :class:`txrl.learners.ppo.settings.MemoryPPOSettings`,
+``vmpo``: :class:`txrl.learners.vmpo.settings.VMPOSettings`, ``recurrent_ppo``:
+:class:`txrl.learners.recurrent_ppo.settings.RecurrentPPOSettings`).
 
 Parsing checks keys, types, ranges and how fields fit together, and needs no torch; the
 checks that need an env, a built backbone or the device are :mod:`txrl.run.preflight`'s.
@@ -250,24 +251,17 @@ class TrainConfig:
     """Total env steps (summed over envs); training stops at the first rollout past it."""
     env: EnvConfig = field(default_factory=EnvConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    learner: Any = field(default=None, metadata={"yaml": False})
-    """The chosen learner's settings (the YAML section named after ``algo``); ``None``
-    when constructed: that learner's defaults."""
+    learner_settings: Any = field(default=None, metadata={"yaml": False})
+    """The chosen learner's settings, its settings dataclass
+    (:attr:`txrl.learners.Learner.settings`): the YAML section named after ``algo``
+    (``ppo:``); ``None`` when constructed: that learner's defaults."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
 
     def __post_init__(self) -> None:
-        if self.learner is None:
-            object.__setattr__(self, "learner", get_learner(self.algo).settings())
-
-    def __getattr__(self, name: str) -> Any:
-        # ``config.ppo`` reads the section of the chosen learner by its YAML name.
-        if not name.startswith("_") and name not in ("algo", "learner") and name in learner_names():
-            if name == self.algo:
-                return self.learner
-            raise AttributeError(f"this config trains algo {self.algo!r}; it has no {name} section")
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        if self.learner_settings is None:
+            object.__setattr__(self, "learner_settings", get_learner(self.algo).settings())
 
     @classmethod
     def from_dict(cls, data: Any) -> TrainConfig:
@@ -298,24 +292,19 @@ class TrainConfig:
         config = _build(cls, data, "", problems)
         if algo is not None:
             settings: Any = _build(get_learner(algo).settings, sections.get(algo), algo, problems)
-            config = dataclasses.replace(config, algo=algo, learner=settings)
+            config = dataclasses.replace(config, algo=algo, learner_settings=settings)
         if not problems:
             problems += config.problems()
         if problems:
             raise ConfigError(problems)
         return config
 
-    @property
-    def algo_settings(self) -> Any:
-        """The settings of the chosen learner (its section)."""
-        return self.learner
-
     def to_dict(self) -> dict[str, Any]:
         """Plain data that :meth:`from_dict` reads back; the learner under its ``algo`` key."""
         data: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name == "learner":
-                data[self.algo] = to_plain(self.learner)
+            if f.name == "learner_settings":
+                data[self.algo] = to_plain(self.learner_settings)
             else:
                 data[f.name] = to_plain(getattr(self, f.name))
         return data
@@ -323,7 +312,7 @@ class TrainConfig:
     def problems(self) -> list[str]:
         """What is wrong across fields (each field itself being valid), one line per problem."""
         problems = []
-        learner = self.learner
+        learner = self.learner_settings
         n_steps = getattr(learner, "n_steps", None)
         batch_size = getattr(learner, "batch_size", None)
         if n_steps is not None and batch_size is not None:

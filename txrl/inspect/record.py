@@ -15,10 +15,11 @@ import numpy as np
 import torch
 from stable_baselines3.common.distributions import CategoricalDistribution
 
+from txrl.backbones.trxl import GATES
+from txrl.backbones.trxl.model import TransformerXL
 from txrl.nn import gates as gate_classes
 from txrl.nn.attention import AttentionRecorder
 from txrl.nn.pair import PairedBackbone
-from txrl.nn.trxl import TransformerXL
 
 
 class InspectError(ValueError):
@@ -225,21 +226,14 @@ def memory_layers(backbone: torch.nn.Module) -> dict[str, torch.nn.Module]:
 
 
 #: Gate class -> (gate and equation, what 1 and 0 mean), for the sub-layers' mean activation
-#: that :mod:`txrl.nn.gates` reports, read from each gate's declaration
-#: (:data:`txrl.backbones.trxl.GATES`).
+#: that :mod:`txrl.nn.gates` reports, read from the declaration of the gate of the class's
+#: name (:data:`txrl.backbones.trxl.GATES`).
 GATE_MEANINGS: dict[type, tuple[str, str]] = {
     cls: (
-        cls.declaration.title,
-        f"1 = {cls.declaration.one_means}, 0 = {cls.declaration.zero_means}",
+        GATES[name].title,
+        f"1 = {GATES[name].one_means}, 0 = {GATES[name].zero_means}",
     )
-    for cls in (
-        gate_classes.GRUGate,
-        gate_classes.InputGate,
-        gate_classes.OutputGate,
-        gate_classes.HighwayGate,
-        gate_classes.SigmoidTanhGate,
-        gate_classes.ResidualGate,
-    )
+    for name, cls in gate_classes.GATE_CLASSES.items()
 }
 
 #: Sub-layer gate attribute -> the sub-layer whose output it lets through.

@@ -1,70 +1,71 @@
-"""The learners txrl trains: one registry of name -> (settings dataclass, policy, abilities).
+"""The learners txrl trains, in one table: :data:`LEARNERS`, a config's ``algo`` -> its record.
 
-Each learner declares itself once, in one module of this package: a frozen settings
-dataclass whose documented fields are every constructor argument a user may set (the
-algorithm's own defaults are read from it, or, for a learner from another library, checked
-against it by the tests), and a :class:`Learner` record named ``LEARNER``, built from the
-pieces of :mod:`txrl.learners.common`. :data:`BUILTIN_LEARNERS` below lists them, in order.
+Each learner is one folder, ``txrl/learners/<name>/``:
+
+* ``settings.py``: its settings dataclass, whose documented fields are every constructor
+  argument a user may set, with the constructor's defaults (the YAML section named after the
+  learner), and its :class:`Learner` record, ``LEARNER``; torch-free;
+* ``loss.py`` (and, for V-MPO, the modules of its multipliers and PopArt): its loss, in torch;
+* ``algorithm.py``: the Stable-Baselines3 algorithm that trains it, on the adapter of
+  :mod:`txrl.sb3` (txrl's own learners subclass
+  :class:`~txrl.sb3.common.MemoryOnPolicyAlgorithm`).
+
+The package's ``__init__`` loads only ``settings.py``. The record names its algorithm by
+import path (``"txrl.learners.ppo.algorithm:MemoryPPO"``), so this module, the records and
+the settings import no torch and a config is checked without it; the run layer imports the
+class when it trains (:data:`txrl.run.algorithms.ALGORITHMS`, read from this table).
 Everything that needs the list of learners reads it here: the config (the ``algo`` key and
 its section), training, ``txrl compare`` and the rl-zoo3 entry point.
 
-The modules here import no torch and name no algorithm class, so a config is checked in a
-fraction of a second; the class that trains each learner is in the run layer's table,
-:data:`txrl.run.algorithms.ALGORITHMS`. Adding a learner is its algorithm
-(``txrl/sb3/<name>.py``), its declaration here, its row in that table, and its test. Outside
-txrl, call :func:`register_learner` and add the algorithm to the table.
+Adding a learner is its folder and its row below. Outside txrl, a package of the same shape
+anywhere on the path and one call, ``register_learner(LEARNER)``.
 """
 
 from __future__ import annotations
 
 from txrl.learners import ppo, recurrent_ppo, vmpo
-from txrl.learners.common import (
-    MEMORY_POLICY_NAMES,
-    WIRING_ARGUMENTS,
-    CheckFinite,
-    Learner,
-    MemoryLearnerSettings,
-    SB3LearnerSettings,
-    memory_policy,
-    schedule,
-    settings_disagreements,
-)
+from txrl.learners.record import WIRING_ARGUMENTS, Learner, memory_policy, settings_disagreements
+from txrl.learners.settings import CheckFinite, MemoryLearnerSettings, SB3LearnerSettings
 
-#: The learners txrl ships, in the order they are listed (``ppo`` first: the default).
-BUILTIN_LEARNERS = (ppo.LEARNER, vmpo.LEARNER, recurrent_ppo.LEARNER)
-
-_REGISTRY: dict[str, Learner] = {learner.name: learner for learner in BUILTIN_LEARNERS}
+#: Every learner, by the name a config's ``algo`` gives it: txrl's, in this order (``ppo``
+#: first: the default), then those :func:`register_learner` added. Each record names its
+#: settings dataclass and its algorithm class (:class:`Learner`).
+LEARNERS: dict[str, Learner] = {
+    "ppo": ppo.LEARNER,  # MemoryPPO
+    "vmpo": vmpo.LEARNER,  # VMPO
+    "recurrent_ppo": recurrent_ppo.LEARNER,  # sb3-contrib's RecurrentPPO
+}
 
 
 def register_learner(learner: Learner) -> Learner:
-    """Add ``learner`` to the registry (a name already taken is an error)."""
-    known = _REGISTRY.get(learner.name)
+    """Add ``learner`` to :data:`LEARNERS` under its name (a name already taken by another
+    record is an error)."""
+    known = LEARNERS.get(learner.name)
     if known is not None and known != learner:
         raise ValueError(
             f"a learner named {learner.name!r} is already registered ({known.settings.__name__})"
         )
-    _REGISTRY[learner.name] = learner
+    LEARNERS[learner.name] = learner
     return learner
 
 
 def learner_names() -> list[str]:
-    return list(_REGISTRY)
+    return list(LEARNERS)
 
 
 def learners() -> list[Learner]:
-    return list(_REGISTRY.values())
+    return list(LEARNERS.values())
 
 
 def get_learner(name: str) -> Learner:
     """The learner named ``name``; an unknown name is a ValueError listing the valid ones."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown learner {name!r}; valid: {', '.join(_REGISTRY)}")
-    return _REGISTRY[name]
+    if name not in LEARNERS:
+        raise ValueError(f"unknown learner {name!r}; valid: {', '.join(LEARNERS)}")
+    return LEARNERS[name]
 
 
 __all__ = [
-    "BUILTIN_LEARNERS",
-    "MEMORY_POLICY_NAMES",
+    "LEARNERS",
     "WIRING_ARGUMENTS",
     "CheckFinite",
     "Learner",
@@ -75,6 +76,5 @@ __all__ = [
     "learners",
     "memory_policy",
     "register_learner",
-    "schedule",
     "settings_disagreements",
 ]

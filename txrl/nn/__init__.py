@@ -1,43 +1,26 @@
-"""The memory core: attention, gates, blocks, memory state and backbones. Pure torch.
+"""The papers' computation, pure torch: attention, gates, blocks, the memory, the backbone
+protocol and the acting wing.
 
 One transformer stack serves TrXL and the variants: :mod:`txrl.nn.attention` (relative
-attention), :mod:`txrl.nn.blocks` (blocks), :mod:`txrl.nn.memory` (the memory state and the
-layer loop). Each backbone's settings, their checks and the registry are torch-free, in
-:mod:`txrl.backbones`; the names below are re-exported from there.
+attention), :mod:`txrl.nn.gates` (GTrXL's gates), :mod:`txrl.nn.blocks` (blocks),
+:mod:`txrl.nn.memory` (the memory state and the layer loop),
+:mod:`txrl.nn.pluggable_attention` (the segment memory under another attention) and
+:mod:`txrl.nn.protocol` (what every backbone implements). The backbone families, each with
+its settings and the torch model built from these parts, and the registry that builds them
+by name are one layer above, in :mod:`txrl.backbones`; nothing here imports them.
 """
 
-from txrl.nn.gates import GATE_NAMES, make_gate
+from txrl.nn.gates import GATE_CLASSES, make_gate
 from txrl.nn.memory import MemoryState, MemoryTrace
 from txrl.nn.pair import PairedBackbone
-from txrl.nn.protocol import (
-    Backbone,
-    BackboneOutput,
-    backbone_config_class,
-    backbone_names,
-    make_backbone,
-    register_backbone,
-)
-from txrl.nn.rnn import GRUState, LSTMState, RNNConfig
-from txrl.nn.trxl import GTrXLConfig, TransformerXL, TrXLConfig, TrXLState, TrXLTrace
+from txrl.nn.protocol import Backbone, BackboneOutput
 
 __all__ = [
-    "GATE_NAMES",
+    "GATE_CLASSES",
     "Backbone",
     "BackboneOutput",
-    "GRUState",
-    "GTrXLConfig",
-    "LSTMState",
     "MemoryState",
     "MemoryTrace",
     "PairedBackbone",
-    "RNNConfig",
-    "TrXLConfig",
-    "TrXLState",
-    "TrXLTrace",
-    "TransformerXL",
-    "backbone_config_class",
-    "backbone_names",
-    "make_backbone",
     "make_gate",
-    "register_backbone",
 ]

@@ -23,11 +23,30 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.backbones.common import CommonSettings
 from txrl.nn.gates import make_gate
 
 
-def feed_forward(config: CommonSettings) -> nn.Sequential:
+class BlockSettings(Protocol):
+    """What a block reads of its backbone's settings (the transformer families' settings
+    have these, ``txrl.backbones.transformer_settings.CommonSettings``)."""
+
+    @property
+    def d_model(self) -> int:
+        """D, the model width."""
+        ...
+
+    @property
+    def ff_width(self) -> int:
+        """Width of the position-wise MLP."""
+        ...
+
+    @property
+    def dropout(self) -> float:
+        """Dropout on each sub-layer's output (and inside the MLP)."""
+        ...
+
+
+def feed_forward(config: BlockSettings) -> nn.Sequential:
     """The position-wise MLP D -> ff_width -> D with a ReLU (and dropout) in between."""
     d, width = config.d_model, config.ff_width
     return nn.Sequential(
@@ -58,7 +77,7 @@ def attention_blocks(blocks: nn.ModuleList) -> Sequence[AttentionBlock]:
 class PostNormBlock(nn.Module):
     """TrXL block of eq. (9): residuals, then LayerNorm. Attends to its input itself."""
 
-    def __init__(self, config: CommonSettings, attention: nn.Module) -> None:
+    def __init__(self, config: BlockSettings, attention: nn.Module) -> None:
         super().__init__()
         self.attention = attention
         self.norm_attention = nn.LayerNorm(config.d_model)
@@ -80,11 +99,14 @@ class PostNormBlock(nn.Module):
 class GatedBlock(nn.Module):
     """GTrXL block of eq. (10); with the ``residual`` gate it is the TrXL-I block.
 
-    ``gate_bias`` is b_g of every gate (None: the paper's default for the gate).
+    ``gate`` names the gate of each sub-layer (:data:`txrl.nn.gates.GATE_CLASSES`) and
+    ``gate_bias`` is its b_g (:func:`txrl.nn.gates.make_gate`: None only for a gate without
+    a bias term); the Transformer-XL family's model gives the declared default when the
+    config gives none.
     """
 
     def __init__(
-        self, config: CommonSettings, attention: nn.Module, gate: str, gate_bias: float | None
+        self, config: BlockSettings, attention: nn.Module, gate: str, gate_bias: float | None
     ) -> None:
         super().__init__()
         self.norm_attention = nn.LayerNorm(config.d_model)
@@ -132,7 +154,7 @@ class PreNormBlock(nn.Module):
     """
 
     def __init__(
-        self, config: CommonSettings, attention: nn.Module, *, output_relu: bool = True
+        self, config: BlockSettings, attention: nn.Module, *, output_relu: bool = True
     ) -> None:
         super().__init__()
         self.norm_attention = nn.LayerNorm(config.d_model)

@@ -4,39 +4,48 @@ Parisotto et al. 2019, "Stabilizing Transformers for Reinforcement Learning", eq
 of ``references/000_4baccbf6ade0250f.txt`` and the sigmoid-tanh gate of the paper's
 section 3.2. ``x`` is the skip stream (the block's input), ``y`` the sub-layer output.
 
-Each gate is declared once, torch-free, in :data:`txrl.backbones.trxl.GATES` (name,
-equation, default bias b_g, what its 1 and 0 mean); the class here computes it and names its
-declaration. The output, highway, sigmoid-tanh and GRU gates are built so that a large b_g
-makes the gate start as the identity map on x, which the paper found to be what makes GTrXL
-train stably. The bias is a learnable parameter initialised from b_g (stored as the bias of
-the gate's linear map). The input gate's eq. (11) has no bias: by default it has none, and
-with a ``bias`` given it learns one initialised there.
+Each class computes one gate, found by its name in :data:`GATE_CLASSES`; the bias b_g is an
+argument of the module, with no default here. What a gate means (its equation, the paper's
+default b_g, what its 1 and 0 mean) is declared once, torch-free, with the settings of the
+Transformer-XL family (``txrl.backbones.trxl.GATES``, by the same names), and the family's
+model builds each gate with the bias of the config or of that declaration. The output,
+highway, sigmoid-tanh and GRU gates are built so that a large b_g makes the gate start as the
+identity map on x, which the paper found to be what makes GTrXL train stably. The bias is a
+learnable parameter initialised from b_g (stored as the bias of the gate's linear map);
+:meth:`Gate.b_g` reads it back. The input gate's eq. (11) has no bias: with ``bias=None`` it
+has none, and with a ``bias`` given it learns one initialised there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.backbones.trxl import GATE_NAMES, GATES, GateDeclaration
-
 
 class Gate(nn.Module):
     """Base of the gates. When ``stats`` is a list, ``forward`` appends the mean of its gate
     activation (how much of the modulated stream passes) for diagnostics."""
 
-    declaration: ClassVar[GateDeclaration]
+    #: the gate's name, as a config's ``gate`` names it
+    name: ClassVar[str]
 
     @classmethod
-    def b_g(cls, bias: float | None) -> float:
-        """The bias to initialise: ``bias``, or the declared default when None."""
-        value = cls.declaration.default_bias if bias is None else bias
-        assert value is not None, f"gate {cls.declaration.name!r} declares no default bias"
-        return float(value)
+    def required_bias(cls, bias: float | None) -> float:
+        """``bias`` as the float b_g of a gate whose equation has one (None is an error)."""
+        if bias is None:
+            raise ValueError(
+                f"gate {cls.name!r} needs its bias b_g (the Transformer-XL family's settings "
+                "declare each gate's default)"
+            )
+        return float(bias)
+
+    def b_g(self) -> float | None:
+        """The bias b_g as the parameters hold it now (the mean over the width); None for a
+        gate without a bias term."""
+        return None
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -47,7 +56,7 @@ class Gate(nn.Module):
 class ResidualGate(Gate):
     """Plain residual ``g(x, y) = x + y`` (TrXL-I)."""
 
-    declaration = GATES["residual"]
+    name = "residual"
 
     def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
@@ -68,13 +77,16 @@ class InputGate(Gate):
     The equation has no bias, nor has the gate by default; ``bias`` given: a learnable bias
     initialised to it, ``sigma(W_g x + b_g)`` (an option outside the paper)."""
 
-    declaration = GATES["input"]
+    name = "input"
 
     def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
         self.w_g = nn.Linear(d_model, d_model, bias=bias is not None)
         if bias is not None:
             nn.init.constant_(self.w_g.bias, bias)
+
+    def b_g(self) -> float | None:
+        return None if self.w_g.bias is None else float(self.w_g.bias.detach().mean())
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -88,13 +100,16 @@ class InputGate(Gate):
 class OutputGate(Gate):
     """Eq. (12): ``g(x, y) = x + sigma(W_g x - b_g) * y``; a sigmoid modulates the sub-layer output."""
 
-    declaration = GATES["output"]
+    name = "output"
 
-    def __init__(self, d_model: int, bias: float | None = None) -> None:
+    def __init__(self, d_model: int, bias: float | None) -> None:
         super().__init__()
-        b_g = self.b_g(bias)
+        b_g = self.required_bias(bias)
         self.w_g = nn.Linear(d_model, d_model)
         nn.init.constant_(self.w_g.bias, -b_g)  # the "- b_g" of eq. (12)
+
+    def b_g(self) -> float | None:
+        return -float(self.w_g.bias.detach().mean())
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -108,13 +123,16 @@ class OutputGate(Gate):
 class HighwayGate(Gate):
     """Eq. (13): ``g(x, y) = sigma(W_g x + b_g) * x + (1 - sigma(W_g x + b_g)) * y``."""
 
-    declaration = GATES["highway"]
+    name = "highway"
 
-    def __init__(self, d_model: int, bias: float | None = None) -> None:
+    def __init__(self, d_model: int, bias: float | None) -> None:
         super().__init__()
-        b_g = self.b_g(bias)
+        b_g = self.required_bias(bias)
         self.w_g = nn.Linear(d_model, d_model)
         nn.init.constant_(self.w_g.bias, b_g)
+
+    def b_g(self) -> float | None:
+        return float(self.w_g.bias.detach().mean())
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -128,14 +146,17 @@ class HighwayGate(Gate):
 class SigmoidTanhGate(Gate):
     """Sigmoid-tanh gate (Parisotto et al. 2019, sec. 3.2): ``g(x, y) = x + sigma(W_g y - b_g) * tanh(U_g y)``."""
 
-    declaration = GATES["sigtanh"]
+    name = "sigtanh"
 
-    def __init__(self, d_model: int, bias: float | None = None) -> None:
+    def __init__(self, d_model: int, bias: float | None) -> None:
         super().__init__()
-        b_g = self.b_g(bias)
+        b_g = self.required_bias(bias)
         self.w_g = nn.Linear(d_model, d_model)
         self.u_g = nn.Linear(d_model, d_model, bias=False)
         nn.init.constant_(self.w_g.bias, -b_g)  # the "- b_g" of sigma(W_g y - b_g)
+
+    def b_g(self) -> float | None:
+        return -float(self.w_g.bias.detach().mean())
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -153,11 +174,11 @@ class GRUGate(Gate):
     h_hat = tanh(W_g y + U_g (r * x)),  g(x, y) = (1 - z) * x + z * h_hat
     """
 
-    declaration = GATES["gru"]
+    name = "gru"
 
-    def __init__(self, d_model: int, bias: float | None = None) -> None:
+    def __init__(self, d_model: int, bias: float | None) -> None:
         super().__init__()
-        b_g = self.b_g(bias)
+        b_g = self.required_bias(bias)
         # [W_r; W_z; W_g] applied to y, in one product
         self.w_rzg = nn.Linear(d_model, 3 * d_model, bias=False)
         # [U_r; U_z] applied to x; its bias holds the -b_g of z
@@ -166,6 +187,10 @@ class GRUGate(Gate):
         with torch.no_grad():
             self.u_rz.bias.zero_()
             self.u_rz.bias[d_model:] = -b_g  # the "- b_g" of z in eq. (14)
+
+    def b_g(self) -> float | None:
+        d = self.u_g.in_features
+        return -float(self.u_rz.bias.detach()[d:].mean())
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, stats: list[torch.Tensor] | None = None
@@ -187,16 +212,19 @@ class GRUGate(Gate):
         return torch.lerp(x2, h_hat, z).view(x.shape)
 
 
-#: The module of each declared gate, by name (the names of :data:`GATES`, a test checks).
-GATE_CLASSES: dict[str, Callable[[int, float | None], Gate]] = {
-    cls.declaration.name: cls
+#: The module of each gate, by name (the names the Transformer-XL family declares; a test
+#: checks that the two agree).
+GATE_CLASSES: dict[str, type[Gate]] = {
+    cls.name: cls
     for cls in (InputGate, OutputGate, HighwayGate, SigmoidTanhGate, GRUGate, ResidualGate)
 }
 
 
 def make_gate(name: str, d_model: int, bias: float | None = None) -> Gate:
-    """Build gate ``name`` (one of :data:`GATE_NAMES`); ``bias=None``: the declared default b_g
-    (:data:`txrl.backbones.trxl.GATES`)."""
+    """Build gate ``name`` (a key of :data:`GATE_CLASSES`) of width ``d_model`` with bias b_g
+    ``bias``: a number for the output, highway, sigmoid-tanh and GRU gates; for the input
+    gate None (eq. 11, no bias) or the initial value of a learnable one; None for the
+    residual connection."""
     if name not in GATE_CLASSES:
-        raise ValueError(f"unknown gate {name!r}; valid gates: {', '.join(GATE_NAMES)}")
+        raise ValueError(f"unknown gate {name!r}; valid gates: {', '.join(GATE_CLASSES)}")
     return GATE_CLASSES[name](d_model, None if bias is None else float(bias))

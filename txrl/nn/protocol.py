@@ -170,26 +170,6 @@ class Backbone(nn.Module, abc.ABC):
             )
 
 
-# ---------------------------------------------------------------------------- registry
-# The registry is torch-free and lives in txrl.backbones (each backbone's settings and the
-# name of its implementation); these names stay importable from here.
-from txrl.backbones import (  # noqa: E402
-    backbone_config_class,
-    backbone_names,
-    build_config,
-    make_backbone,
-    register_backbone,
-)
-
 BackboneFactory = Callable[..., Backbone]
 
-__all__ = [
-    "Backbone",
-    "BackboneFactory",
-    "BackboneOutput",
-    "backbone_config_class",
-    "backbone_names",
-    "build_config",
-    "make_backbone",
-    "register_backbone",
-]
+__all__ = ["Backbone", "BackboneFactory", "BackboneOutput"]

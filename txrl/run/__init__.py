@@ -13,7 +13,8 @@ hold them to that order):
 * :mod:`txrl.run.run_dir`: the run directory (:class:`~txrl.run.run_dir.Run`): its layout,
   resume and periodic evaluation;
 * :mod:`txrl.run.evaluate`: evaluating a model or a checkpoint;
-* :mod:`txrl.run.algorithms`: the algorithm class of each learner and the policy it builds;
+* :mod:`txrl.run.algorithms`: the algorithm class of each learner (imported from the path
+  its record names), its constructor's arguments and the policy it builds;
 * :mod:`txrl.run.envs`: the training, eval and restored envs of a run;
 * :mod:`txrl.run.checkpoint`: the checkpoint format.
 * :mod:`txrl.run.run_files`: the run directory's files, read without torch (the eval log,

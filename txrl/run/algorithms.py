@@ -1,16 +1,19 @@
-"""The Stable-Baselines3 algorithm that trains each learner, and the policy a run gives it.
+"""The Stable-Baselines3 algorithm that trains each learner, the arguments and the policy a
+run gives it.
 
-The learners' records (:mod:`txrl.learners`) are torch-free and name no class, so that a
-config is checked without torch. This table, in the layer that imports the algorithms, ties
-each learner's name (the config's ``algo``) to the class that trains it, as rl-zoo3's
-``ALGOS`` does; the recipe, evaluation and the preflight checks read it, and a test holds it
-to the registry of learners. A learner registered from outside txrl
-(:func:`txrl.learners.register_learner`) adds its class here too:
-``ALGORITHMS["name"] = TheAlgorithm``.
+The learners' records (:data:`txrl.learners.LEARNERS`) are torch-free: each names its
+algorithm class by import path, in the learner's own folder. This module, in the layer that
+may import torch, resolves those paths: :data:`ALGORITHMS` is the registry's table with the
+classes in place of the records, as rl-zoo3's ``ALGOS``, read from the registry each time,
+so a learner registered from outside txrl (:func:`txrl.learners.register_learner`) is in it
+at once. The recipe, evaluation and the preflight checks read it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -18,30 +21,62 @@ from stable_baselines3.common.preprocessing import is_image_space
 
 from txrl.config import PolicyConfig
 from txrl.errors import ConfigError
-from txrl.learners import get_learner
+from txrl.learners import Learner, get_learner, learner_names
 from txrl.sb3.extractors import is_symbolic_grid
-from txrl.sb3.ppo import MemoryPPO
-from txrl.sb3.recurrent_ppo import RecurrentPPO
-from txrl.sb3.vmpo import VMPO
-
-#: Learner name -> the algorithm class that trains it.
-ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
-    "ppo": MemoryPPO,
-    "vmpo": VMPO,
-    "recurrent_ppo": RecurrentPPO,
-}
+from txrl.sb3.schedule import setting_argument
 
 
 def algorithm_class(algo: str) -> type[BaseAlgorithm]:
-    """The algorithm class of learner ``algo``; an unknown learner is the ValueError of
-    :func:`txrl.learners.get_learner`, a learner with no class here a ConfigError."""
-    if algo not in ALGORITHMS:
-        get_learner(algo)  # raises for a name that is no learner at all
-        raise ConfigError(
-            f"learner {algo!r} has no algorithm class in txrl.run.algorithms.ALGORITHMS "
-            f"(which has {', '.join(ALGORITHMS)}); add it: ALGORITHMS[{algo!r}] = TheAlgorithm"
-        )
-    return ALGORITHMS[algo]
+    """The algorithm class of learner ``algo``, imported from its record's path; an unknown
+    learner is the ValueError of :func:`txrl.learners.get_learner`, a path that names no
+    algorithm class a ConfigError."""
+    return _resolve(get_learner(algo))
+
+
+def _resolve(learner: Learner) -> type[BaseAlgorithm]:
+    module_name, _, qualname = learner.algorithm.partition(":")
+    where = f"learner {learner.name!r} names its algorithm {learner.algorithm!r}"
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"{where}, but module {e.name!r} is not found") from e
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if not (isinstance(found, type) and issubclass(found, BaseAlgorithm)):
+        raise ConfigError(f"{where}, which is no Stable-Baselines3 algorithm class: {found!r}")
+    return found
+
+
+class _Algorithms(Mapping[str, type[BaseAlgorithm]]):
+    """Learner name -> algorithm class: :data:`txrl.learners.LEARNERS` with each record's
+    class imported on access."""
+
+    def __getitem__(self, algo: str) -> type[BaseAlgorithm]:
+        if algo not in learner_names():
+            raise KeyError(algo)
+        return algorithm_class(algo)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(learner_names())
+
+    def __len__(self) -> int:
+        return len(learner_names())
+
+    def __repr__(self) -> str:
+        return f"ALGORITHMS({', '.join(learner_names())})"
+
+
+#: Learner name -> the algorithm class that trains it, derived from the registry of learners.
+ALGORITHMS: Mapping[str, type[BaseAlgorithm]] = _Algorithms()
+
+
+def settings_kwargs(settings: Any) -> dict[str, Any]:
+    """Keyword arguments of an algorithm's constructor for a learner's ``settings`` (one per
+    field; a ``lin_<x>`` value becomes SB3's linear schedule,
+    :func:`txrl.sb3.schedule.setting_argument`)."""
+    return {
+        f.name: setting_argument(getattr(settings, f.name)) for f in dataclasses.fields(settings)
+    }
 
 
 def encoder_prefix(encoder: str, observation_space: Any) -> str:

@@ -20,16 +20,18 @@ Layout in a run directory::
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import pickle
 import random
 import re
+import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -141,9 +143,49 @@ def save_checkpoint(
     atomic_write(path, buffer.getvalue())
 
 
-#: Modules that held the classes of a checkpoint's resume state in earlier releases, by the
-#: module that holds them now: checkpoints written before a move still load and resume.
-MOVED_MODULES = {"txrl.checkpoint": "txrl.run.checkpoint"}
+#: Modules that held classes a checkpoint pickles in earlier releases, by the module that holds
+#: them now, so that checkpoints written before a move still load and resume: the resume
+#: state (:class:`ResumeState`, read by :func:`read_checkpoint`) and SB3's model data, which
+#: pickles the class of the rollout buffer, V-MPO's loss config and whatever else the
+#: algorithm keeps (read by :func:`load_model`). A module whose classes went to several
+#: modules maps to the one holding those a saved model pickles.
+MOVED_MODULES = {
+    "txrl.checkpoint": "txrl.run.checkpoint",
+    "txrl.rl.buffer": "txrl.sb3.buffer",
+    "txrl.rl.vmpo_loss": "txrl.learners.vmpo.settings",  # VMPOConfig
+    "txrl.rl.vmpo_settings": "txrl.learners.vmpo.settings",
+    "txrl.sb3.ppo": "txrl.learners.ppo.algorithm",
+    "txrl.sb3.vmpo": "txrl.learners.vmpo.algorithm",
+    "txrl.sb3.recurrent_ppo": "txrl.learners.recurrent_ppo.algorithm",
+}
+
+
+@contextlib.contextmanager
+def old_module_names() -> Iterator[None]:
+    """While open, each old name of :data:`MOVED_MODULES` imports as the module that holds its
+    classes now (an entry of ``sys.modules``, taken out again on leaving): SB3 reads its model
+    data with cloudpickle, which looks classes up by their module's name and takes no
+    unpickler of ours."""
+    added = {}
+    for old, new in MOVED_MODULES.items():
+        if old not in sys.modules:
+            added[old] = sys.modules[old] = importlib.import_module(new)
+    try:
+        yield
+    finally:
+        for old, module in added.items():
+            if sys.modules.get(old) is module:
+                del sys.modules[old]
+
+
+AlgorithmT = TypeVar("AlgorithmT", bound=BaseAlgorithm)
+
+
+def load_model(algorithm: type[AlgorithmT], path: Path, **kwargs: Any) -> AlgorithmT:
+    """``algorithm.load(path, **kwargs)`` for a checkpoint of any release: the classes its
+    model data pickled under a module that moved since are found (:data:`MOVED_MODULES`)."""
+    with old_module_names():
+        return algorithm.load(path, **kwargs)
 
 
 class _ResumeUnpickler(pickle.Unpickler):

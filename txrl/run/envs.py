@@ -87,7 +87,7 @@ def make_train_env(config: TrainConfig) -> VecEnv:
             env,
             norm_obs=config.env.normalize_obs,
             norm_reward=config.env.normalize_reward,
-            gamma=config.algo_settings.gamma,
+            gamma=config.learner_settings.gamma,
         )
     return env
 

@@ -42,7 +42,7 @@ def resolve(config: TrainConfig) -> TrainConfig:
     problems += check_learner(config, policy)
     if not problems:
         problems += _check_backbone_builds(
-            policy, memory_policy=get_learner(config.algo).memory_policy
+            policy, trains_memory_policies=get_learner(config.algo).trains_memory_policies
         )
     env_problems = _check_env(config.env)
     if not env_problems and config.eval.env_kwargs:
@@ -60,13 +60,13 @@ def resolve(config: TrainConfig) -> TrainConfig:
     return dataclasses.replace(config, policy=policy)
 
 
-def _check_backbone_builds(policy: PolicyConfig, *, memory_policy: bool) -> list[str]:
+def _check_backbone_builds(policy: PolicyConfig, *, trains_memory_policies: bool) -> list[str]:
     try:
         # Building the (small, CPU) module runs every check of the backbone itself.
         make_backbone(policy.backbone, input_dim=1, **policy.backbone_settings())
     except (ValueError, TypeError) as e:
         return [f"policy (backbone {policy.backbone!r}): {e}"]
-    if not memory_policy:
+    if not trains_memory_policies:
         return []
     valid_kwargs = MemoryActorCriticPolicy.valid_kwargs()
     return [
@@ -101,16 +101,9 @@ def _check_env(env: EnvConfig) -> list[str]:
     return []
 
 
-#: The observation spaces every learner takes (SB3's, and txrl's memory policies').
+#: The observation spaces every learner takes (SB3's, and txrl's memory policies'); the action
+#: spaces are each learner's own (:attr:`txrl.learners.Learner.action_spaces`).
 OBSERVATION_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
-#: The action spaces each learner trains, by ``algo``; any other learner: :data:`ACTION_SPACES`.
-#: sb3-contrib's RecurrentPPO stores MultiBinary actions as int8, which its Bernoulli
-#: log-probability (``binary_cross_entropy_with_logits``) cannot take: it fails in torch.
-ACTION_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
-LEARNER_ACTION_SPACES = {
-    "vmpo": ("Discrete", "Box"),
-    "recurrent_ppo": ("Box", "Discrete", "MultiDiscrete"),
-}
 
 
 def _env_spaces(config: TrainConfig) -> tuple[Any, Any]:
@@ -145,7 +138,7 @@ def _check_spaces(config: TrainConfig) -> list[str]:
             "of those (wrap the env to convert it, e.g. gymnasium's FlattenObservation for a "
             "Tuple)"
         )
-    valid = LEARNER_ACTION_SPACES.get(config.algo, ACTION_SPACES)
+    valid = get_learner(config.algo).action_spaces
     if type(action_space).__name__ not in valid:
         problems.append(
             f"env {config.env.id} has action space {action_space}, which algo {config.algo} "

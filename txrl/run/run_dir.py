@@ -100,6 +100,7 @@ from txrl.run.checkpoint import (
     atomic_write,
     find_vec_normalize,
     latest_checkpoint,
+    load_model,
     newest_readable_checkpoint,
     periodic_checkpoints,
     periodic_path,
@@ -253,7 +254,7 @@ class Run:
         """The learner of the checkpoint, with its envs, memory and RNG state in place."""
         assert self.checkpoint is not None and self.resume_state is not None
         state = self.resume_state
-        model = algo.load(self.checkpoint, env=env, device=self.config.runtime.device)
+        model = load_model(algo, self.checkpoint, env=env, device=self.config.runtime.device)
         if self.exact_envs:
             model._last_obs = state.last_obs
             model._last_episode_starts = state.last_episode_starts.copy()
@@ -446,8 +447,9 @@ def schedule_note(stored: TrainConfig, config: TrainConfig, step: int) -> str:
     note = f"budget {stored.budget:,} -> {config.budget:,}"
     linear = {
         f.name: float(value.removeprefix("lin_"))
-        for f in dataclasses.fields(config.learner)
-        if isinstance(value := getattr(config.learner, f.name), str) and value.startswith("lin_")
+        for f in dataclasses.fields(config.learner_settings)
+        if isinstance(value := getattr(config.learner_settings, f.name), str)
+        and value.startswith("lin_")
     }
     if not linear:
         return note

@@ -29,7 +29,7 @@ from txrl.run.run_files import default_run_dir, run_lock
 def warn_short_budget(config: TrainConfig, warn: Callable[[str], None] | None = None) -> None:
     """Warn when the budget is below one rollout: the learner collects whole rollouts, so
     such a run trains a whole one, several times its budget."""
-    n_steps = getattr(config.learner, "n_steps", None)
+    n_steps = getattr(config.learner_settings, "n_steps", None)
     if n_steps is None:
         return
     rollout = n_steps * config.env.n_envs

@@ -26,17 +26,17 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
-from txrl.learners import schedule
 from txrl.nn.state import clone_state, state_from_numpy, state_to_numpy
-from txrl.rl.buffer import MemoryDictRolloutBuffer, MemoryRolloutBuffer, SegmentBatch
+from txrl.sb3.buffer import MemoryDictRolloutBuffer, MemoryRolloutBuffer, SegmentBatch
 from txrl.sb3.graphs import GraphedActing, graphs_apply
 from txrl.sb3.logger import FolderlessLogging
 from txrl.sb3.policies import POLICY_ALIASES, MemoryActorCriticPolicy
 
 SelfMemoryAlgorithm = TypeVar("SelfMemoryAlgorithm", bound="MemoryOnPolicyAlgorithm[Any]")
-#: A learner's per-``train()`` settings for its loss (e.g. :class:`txrl.sb3.ppo.PPOUpdate`):
-#: an immutable, typed object built once per update by
-#: :meth:`MemoryOnPolicyAlgorithm._update_settings` and passed to every minibatch's loss.
+#: A learner's per-``train()`` settings for its loss (e.g. MemoryPPO's
+#: :class:`txrl.learners.ppo.algorithm.PPOUpdate`): an immutable, typed object built once per
+#: update by :meth:`MemoryOnPolicyAlgorithm._update_settings` and passed to every minibatch's
+#: loss.
 UpdateT = TypeVar("UpdateT")
 
 SUPPORTED_OBSERVATION_SPACES = (
@@ -49,16 +49,6 @@ SUPPORTED_OBSERVATION_SPACES = (
 SUPPORTED_ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 CHECK_FINITE_MODES = ("raise", "warn", "off")
 CheckFinite = Literal["raise", "warn", "off"]
-
-
-def schedule_default(value: float | str) -> float | Schedule:
-    """A learner settings default (``txrl.learners``) as a constructor default: a number as it
-    is, a ``lin_<x>`` as SB3's linear schedule (:func:`txrl.learners.schedule`), so the
-    constructor takes what a config's settings pass it."""
-    if isinstance(value, str):
-        result: Schedule = schedule(value)
-        return result
-    return value
 
 
 class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[UpdateT]):

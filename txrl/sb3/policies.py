@@ -29,12 +29,12 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 
 from txrl.backbones import make_backbone, shared_settings
-from txrl.learners import MEMORY_POLICY_NAMES
 from txrl.nn.acting.replica import ACTING_ATTRIBUTES, column_major_replica, forget_acting_cache
 from txrl.nn.acting.sample import parameters_rewritten
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import as_state, clone_state
+from txrl.policy_names import GENERIC_POLICY_NAME, MEMORY_POLICY_NAMES, policy_class_name
 from txrl.sb3.distributions import draw_discrete, draw_discrete_action
 from txrl.sb3.extractors import (
     MemoryCombinedExtractor,
@@ -678,20 +678,24 @@ ENCODER_POLICY_BASES: dict[str, type[MemoryActorCriticPolicy]] = {
 
 def _alias_classes() -> dict[str, type[MemoryActorCriticPolicy]]:
     """One alias class per observation kind and built-in backbone
-    (:data:`txrl.learners.MEMORY_POLICY_NAMES`), e.g. ``MlpGTrXLPolicy``, plus
-    ``<kind>MemoryPolicy`` (GTrXL unless ``policy_kwargs=dict(backbone=...)`` names another).
+    (:data:`txrl.policy_names.MEMORY_POLICY_NAMES`), e.g. ``MlpGTrXLPolicy``, plus
+    ``<kind>MemoryPolicy`` (GTrXL unless ``policy_kwargs=dict(backbone=...)`` names another),
+    named by the rule of :mod:`txrl.policy_names`.
 
-    Made from that one list, so a backbone added there gets its policies here. Each is a
-    module attribute named as its class, so pickling (SB3's save) finds it by name."""
-    backbones = {"Memory": "gtrxl"} | {name: key for key, name in MEMORY_POLICY_NAMES.items()}
+    Made from that one list, so a backbone added there gets its policies here, under the
+    names the learners' records give a config's policy. Each is a module attribute named as
+    its class, so pickling (SB3's save) finds it by name."""
+    backbones = {GENERIC_POLICY_NAME: "gtrxl"} | {
+        part: backbone for backbone, part in MEMORY_POLICY_NAMES.items()
+    }
     return {
-        f"{kind}{name}Policy": type(
-            f"{kind}{name}Policy",
+        policy_class_name(kind, part): type(
+            policy_class_name(kind, part),
             (base,),
             {"default_backbone": backbone, "__module__": __name__},
         )
         for kind, base in ENCODER_POLICY_BASES.items()
-        for name, backbone in backbones.items()
+        for part, backbone in backbones.items()
     }
 
 

@@ -1,0 +1,290 @@
+"""Defining properties of the Compressive Transformer (``compressive``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from txrl.backbones.compressive.model import (
+    CompressiveState,
+    CompressiveTransformer,
+    relative_attention,
+)
+from txrl.nn.attention import RelativeMultiHeadAttention
+from txrl.nn.window import window_mask
+
+from ..nn.conftest import small_backbone
+from ..nn.reference import naive_relative_attention
+from ..numeric import F32_REL, F64_REL, close
+
+
+def build(**overrides) -> CompressiveTransformer:
+    torch.manual_seed(0)
+    backbone = small_backbone("compressive", **overrides)
+    assert isinstance(backbone, CompressiveTransformer)
+    return backbone.eval()
+
+
+def steps_with_states(backbone, x, starts):
+    """Act one step at a time -> outputs (T, B, D) and the state after every step."""
+    state = backbone.initial_state(x.shape[1])
+    outputs, states = [], []
+    for t in range(x.shape[0]):
+        y, state = backbone(x[t : t + 1], state, starts[t : t + 1])
+        outputs.append(y)
+        states.append(state)
+    return torch.cat(outputs), states
+
+
+@pytest.mark.parametrize("compression", ["pool", "conv"])
+def test_after_c_evictions_the_compressed_memory_holds_f_c_of_exactly_them(
+    compression: str, float64: None
+) -> None:
+    m, c = 3, 2
+    backbone = build(
+        memory_length=m, compression_rate=c, compressed_length=3, compression=compression
+    )
+    if compression == "conv":  # move away from the mean-pooling init
+        with torch.no_grad():
+            for block in backbone.blocks:
+                assert block.compress.conv is not None
+                block.compress.conv.weight.add_(0.1 * torch.randn_like(block.compress.conv.weight))
+    t, b = m + 2 * c, 2
+    x = torch.randn(t, b, 5)
+    starts = torch.zeros(t, b, dtype=torch.bool)
+    starts[0] = True
+    with torch.no_grad():
+        _, states = steps_with_states(backbone, x, starts)
+        _, seq_state = backbone(x, backbone.initial_state(b), starts)
+    # the layer inputs of step i: the newest FIFO entry after step i, (B, L, D)
+    inputs = torch.stack([s.hidden[:, :, -1] for s in states])  # (T, B, L, D)
+
+    def f_c(first: int, layer: int) -> torch.Tensor:
+        group = inputs[first : first + c, :, layer]  # (c, B, D), evicted in this order
+        if compression == "pool":
+            return group.mean(0)
+        conv = backbone.blocks[layer].compress.conv
+        # kernel = stride = c over the sequence of evicted entries
+        return F.conv1d(group.permute(1, 2, 0), conv.weight, conv.bias, stride=c)[..., 0]
+
+    # before step M no entry has left the FIFO; after steps M..M+c-2 they are pending
+    assert not states[m + c - 2].compressed_valid.any()
+    assert states[m + c - 2].pending_valid.all()
+    # after c evictions (steps 0..c-1 left after steps M..M+c-1): one compressed slot
+    after_c = states[m + c - 1]
+    assert after_c.compressed_valid.tolist() == [[False, False, True]] * b
+    assert not after_c.pending_valid.any()
+    for layer in range(2):
+        assert close(after_c.compressed[:, layer, -1], f_c(0, layer), F64_REL)
+    # c more evictions: the next slot holds f_c of steps c..2c-1, the older one moved up
+    for final in (states[-1], seq_state):
+        assert final.compressed_valid.tolist() == [[False, True, True]] * b
+        for layer in range(2):
+            assert close(final.compressed[:, layer, -2], f_c(0, layer), F64_REL)
+            assert close(final.compressed[:, layer, -1], f_c(c, layer), F64_REL)
+
+
+def layer_inputs(backbone, x, starts) -> torch.Tensor:
+    """The input of every block at every step, acting step by step -> (T, B, L, D)."""
+    seen: list[torch.Tensor] = []
+    hooks = [
+        block.register_forward_pre_hook(lambda _module, args: seen.append(args[0].detach()))
+        for block in backbone.blocks
+    ]
+    try:
+        with torch.no_grad():
+            steps_with_states(backbone, x, starts)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    n_layers = len(backbone.blocks)
+    # each hook call saw (B, 1, D): one step of one layer
+    per_step = [torch.cat(seen[i : i + n_layers], dim=1) for i in range(0, len(seen), n_layers)]
+    return torch.stack(per_step)  # T x (B, L, D) -> (T, B, L, D)
+
+
+def reference_memory(inputs: torch.Tensor, starts: torch.Tensor, m: int, c: int, mc: int, compress):
+    """Plain-Python bookkeeping of one env and layer: FIFO, pending buffer, compressed memory."""
+    fifo: list[torch.Tensor] = []
+    pending: list[torch.Tensor] = []
+    compressed: list[torch.Tensor] = []
+    for step in range(inputs.shape[0]):
+        if starts[step]:
+            fifo, pending, compressed = [], [], []
+        fifo.append(inputs[step])
+        if len(fifo) > m:
+            pending.append(fifo.pop(0))
+        if len(pending) == c:
+            compressed = [*compressed, compress(torch.stack(pending))][-mc:]
+            pending = []
+    return fifo, pending, compressed
+
+
+@pytest.mark.parametrize(("m", "c", "mc"), [(2, 2, 2), (3, 3, 1), (1, 1, 3), (0, 2, 2)])
+def test_memory_bookkeeping_matches_a_plain_reference(
+    m: int, c: int, mc: int, float64: None
+) -> None:
+    backbone = build(memory_length=m, compression_rate=c, compressed_length=mc, compression="conv")
+    t, b = 26, 3
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(t, b, 5, generator=gen)
+    starts = torch.rand(t, b, generator=gen) < 0.1
+    starts[0] = True
+    starts[14, 1] = True
+    with torch.no_grad():
+        y_step, states = steps_with_states(backbone, x, starts)
+        out = backbone.run(x, backbone.initial_state(b), starts)
+        y_a, mid = backbone(x[:11], backbone.initial_state(b), starts[:11])
+        y_b, chunked = backbone(x[11:], mid, starts[11:])
+        traced = backbone.run(x, backbone.initial_state(b), starts, trace=True)
+    # sequence, steps and chunks agree (compressions inside the sequence are seen as when acting)
+    assert close(out.output, y_step, F64_REL)
+    assert close(torch.cat((y_a, y_b)), y_step, F64_REL)
+    assert close(traced.output, y_step, F64_REL)
+    for seq_field, step_field, chunk_field in zip(out.state, states[-1], chunked, strict=True):
+        assert close(seq_field, step_field, F64_REL)
+        assert close(chunk_field, step_field, F64_REL)
+    # the trace is the state before each step
+    before = [backbone.initial_state(b), *states[:-1]]
+    for field, per_step in zip(traced.trace, zip(*before, strict=True), strict=True):
+        assert torch.equal(field, torch.stack(per_step))
+
+    inputs_of = layer_inputs(backbone, x, starts)  # (T, B, L, D)
+    for step, state in enumerate(states):  # after every step, every env and layer
+        for env in range(b):
+            for layer in range(2):
+                fifo, pending, compressed = reference_memory(
+                    inputs_of[: step + 1, env, layer],
+                    starts[: step + 1, env],
+                    m,
+                    c,
+                    mc,
+                    backbone.blocks[layer].compress,
+                )
+                check_memory(state, env, layer, fifo, pending, compressed)
+
+
+def check_memory(state: CompressiveState, env: int, layer: int, fifo, pending, compressed) -> None:
+    m, mc, p = state.valid.shape[1], state.compressed_valid.shape[1], state.pending_valid.shape[1]
+    assert int(state.valid[env].sum()) == len(fifo)
+    if fifo:
+        assert close(state.hidden[env, layer, m - len(fifo) :], torch.stack(fifo), F64_REL)
+    assert int(state.pending_valid[env].sum()) == len(pending)
+    if pending:
+        assert close(state.pending[env, layer, p - len(pending) :], torch.stack(pending), F64_REL)
+    assert int(state.compressed_valid[env].sum()) == len(compressed)
+    if compressed:
+        got = state.compressed[env, layer, mc - len(compressed) :]
+        assert close(got, torch.stack(compressed), F64_REL)
+
+
+def test_a_step_sees_its_fifo_and_compressed_memory_but_not_pending_or_dropped_entries() -> None:
+    # one layer, M = 2, c = 2, Mc = 1: before step 11 the FIFO holds steps 9, 10, step 8 is
+    # pending, the compressed slot holds f_c(steps 6, 7) and f_c(steps 4, 5) was dropped
+    backbone = build(n_layers=1, memory_length=2, compression_rate=2, compressed_length=1)
+    t = 12
+    x = torch.randn(t, 1, 5)
+    starts = torch.zeros(t, 1, dtype=torch.bool)
+    starts[0] = True
+    with torch.no_grad():
+        y, _ = backbone(x, backbone.initial_state(1), starts)
+        for step, seen in [
+            (10, True),
+            (9, True),
+            (8, False),
+            (7, True),
+            (6, True),
+            (5, False),
+            (0, False),
+        ]:
+            changed = x.clone()
+            changed[step] += 3.0
+            y_changed, _ = backbone(changed, backbone.initial_state(1), starts)
+            assert torch.equal(y[-1], y_changed[-1]) != seen, step
+
+
+def test_reconstruction_loss_is_zero_for_identity_compression() -> None:
+    # c = 1 with mean pooling: f_c(old_mem) = old_mem, nothing is lost
+    backbone = build(compression_rate=1, compression="pool", memory_length=2)
+    x = torch.randn(10, 3, 5)
+    starts = torch.zeros(10, 3, dtype=torch.bool)
+    starts[0] = True
+    out = backbone.run(x, backbone.initial_state(3), starts)
+    assert out.aux_losses["attention_reconstruction"].item() == pytest.approx(0.0, abs=1e-10)
+    # and with c = 2 pooling loses something
+    lossy = build(compression_rate=2, compression="pool", memory_length=2)
+    out = lossy.run(x, lossy.initial_state(3), starts)
+    assert out.aux_losses["attention_reconstruction"].item() > 1e-6
+
+
+def test_reconstruction_loss_trains_only_the_compression_and_decreases() -> None:
+    backbone = build(compression_rate=3, compression="conv", memory_length=2)
+    backbone.train()
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(12, 3, 5, generator=gen)
+    starts = torch.zeros(12, 3, dtype=torch.bool)
+    starts[0] = True
+    out = backbone.run(x, backbone.initial_state(3), starts)
+    loss = out.aux_losses["attention_reconstruction"]
+    loss.backward()
+    compression = {n for n, _ in backbone.named_parameters() if ".compress." in n}
+    assert compression
+    for name, param in backbone.named_parameters():
+        if name in compression:
+            assert param.grad is not None and param.grad.abs().sum() > 0, name
+        else:  # stop-gradient on the main network
+            assert param.grad is None, name
+    # and the task loss does not reach the compression function
+    backbone.zero_grad(set_to_none=True)
+    out = backbone.run(x, backbone.initial_state(3), starts)
+    out.output.square().mean().backward()
+    assert all(p.grad is None for n, p in backbone.named_parameters() if n in compression)
+
+    params = [p for n, p in backbone.named_parameters() if n in compression]
+    losses = []
+    for _ in range(6):  # a few plain gradient steps on f_c alone
+        loss = backbone.run(x, backbone.initial_state(3), starts).aux_losses[
+            "attention_reconstruction"
+        ]
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for param, grad in zip(params, grads, strict=True):
+                param -= 0.3 * grad
+        losses.append(loss.item())
+    assert losses[0] > 0 and losses[-1] < 0.5 * losses[0]
+
+
+def test_trace_mode_loss_and_bad_settings() -> None:
+    backbone = build(memory_length=1, compression_rate=2)
+    x = torch.randn(6, 2, 5)
+    starts = torch.zeros(6, 2, dtype=torch.bool)
+    out = backbone.run(x, backbone.initial_state(2), starts, trace=True, stats=True)
+    assert out.trace.hidden.shape == (6, 2, 2, 1, 16)  # the full state per step
+    assert out.aux_losses["attention_reconstruction"].item() > 0
+    # entries of steps 0..4 leave after steps 1..5 and complete groups after steps 2 and 4
+    assert out.stats["compressions_per_step"].item() == pytest.approx(2 / 6)
+    with pytest.raises(ValueError, match="valid compressions: pool, conv"):
+        small_backbone("compressive", compression="max")
+    with pytest.raises(ValueError, match="compression_rate must be a positive int"):
+        small_backbone("compressive", compression_rate=0)
+
+
+def test_explicit_distance_attention_equals_transformer_xl_on_a_window() -> None:
+    torch.manual_seed(0)
+    attn = RelativeMultiHeadAttention(16, 2)
+    b, t, m = 2, 5, 3
+    h, memory = torch.randn(b, t, 16), torch.randn(b, m, 16)
+    starts = torch.zeros(t, b, dtype=torch.bool)
+    starts[2, 1] = True
+    allowed = window_mask(torch.ones(b, m, dtype=torch.bool), starts, m)  # (B, T, M+T)
+    keys, values = attn.project_memory(torch.cat((memory, h), dim=1))
+    # query i sits at M + i, key j at j: distance M + i - j
+    distance = (torch.arange(t)[:, None] + m - torch.arange(m + t)[None, :]).clamp(0, m)
+    with torch.no_grad():
+        got = relative_attention(
+            attn, h, keys, values, allowed, distance.expand(b, t, m + t), m + 1
+        )
+        expected = naive_relative_attention(attn, h, memory, allowed)
+    # float32 only (the sinusoids are float32): a tolerance relative to the outputs' magnitude
+    assert close(got, expected, F32_REL)

@@ -1,0 +1,270 @@
+"""The learner registry: one record per learner, read by config, training, zoo and txrl, and
+one table of them, :data:`txrl.learners.LEARNERS`, which is all a new learner adds to."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+import txrl
+from tests._runs import TINY
+from txrl import cli
+from txrl.config import ConfigError, TrainConfig
+from txrl.learners import (
+    LEARNERS,
+    WIRING_ARGUMENTS,
+    MemoryLearnerSettings,
+    get_learner,
+    learner_names,
+    learners,
+    register_learner,
+    settings_disagreements,
+)
+from txrl.learners.vmpo.settings import VMPOConfig, VMPOLossSettings
+from txrl.run.algorithms import ALGORITHMS, algorithm_class, settings_kwargs
+from txrl.zoo import zoo_learners
+
+
+def test_registry_lists_the_builtin_learners_in_order() -> None:
+    assert learner_names() == ["ppo", "vmpo", "recurrent_ppo"]
+    assert all(name == learner.name for name, learner in LEARNERS.items())
+    # the run layer's table of algorithms is the registry's, each class in its learner's folder
+    assert list(ALGORITHMS) == learner_names()
+    for name, cls in ALGORITHMS.items():
+        assert cls.__module__ == f"txrl.learners.{name}.algorithm"
+        assert get_learner(name).algorithm == f"{cls.__module__}:{cls.__name__}"
+        assert algorithm_class(name) is cls
+    # and each algorithm is an attribute of txrl by its name
+    assert all(getattr(txrl, cls.__name__) is cls for cls in ALGORITHMS.values())
+    assert set(zoo_learners()) == {"memory_ppo", "vmpo"}
+    with pytest.raises(ValueError, match="unknown learner 'dqn'; valid: ppo, vmpo"):
+        get_learner("dqn")
+
+
+@pytest.mark.parametrize("name", learner_names())
+def test_constructor_and_settings_agree(name: str) -> None:
+    """Every constructor argument a user may set is a settings field with the same default."""
+    assert settings_disagreements(get_learner(name).settings, algorithm_class(name)) == []
+
+
+@pytest.mark.parametrize("name", learner_names())
+def test_every_setting_is_documented_and_reachable_from_yaml(name: str) -> None:
+    learner = get_learner(name)
+    source = "".join(
+        inspect.getsource(cls) for cls in learner.settings.__mro__ if dataclasses.is_dataclass(cls)
+    )
+    for field in dataclasses.fields(learner.settings):
+        assert f"{field.name}: " in source and '"""' in source.split(f"{field.name}: ", 1)[1][:400]
+    defaults = learner.settings()
+    config = TrainConfig.from_dict({"algo": name, name: dataclasses.asdict(defaults)})
+    assert config.learner_settings == defaults
+    assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+def test_a_disagreement_is_found() -> None:
+    """The check fails when a constructor and its settings drift apart."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Drifted:
+        learning_rate: float = 1.0  # the constructor says 3e-4
+        n_steps: int = 128
+        extra: int = 0  # no such argument
+
+    problems = settings_disagreements(Drifted, ALGORITHMS["ppo"])
+    assert "learning_rate: constructor default 0.0003 != settings default 1.0" in problems
+    assert "settings field extra is no constructor argument" in problems
+    assert "constructor argument segment_length has no settings field" in problems
+
+
+def test_new_settings_reach_the_learner_from_yaml() -> None:
+    config = TrainConfig.from_dict(
+        {
+            "ppo": {
+                "aux_loss_coef": {"span_l1": 0.001},
+                "target_kl": 0.02,
+                "clip_range_vf": 0.3,
+                "normalize_advantage": False,
+            }
+        }
+    )
+    kwargs = settings_kwargs(config.learner_settings)
+    assert kwargs["aux_loss_coef"] == {"span_l1": 0.001} and kwargs["target_kl"] == 0.02
+    assert kwargs["clip_range_vf"] == 0.3 and kwargs["normalize_advantage"] is False
+    assert set(kwargs) | WIRING_ARGUMENTS >= set(
+        inspect.signature(algorithm_class("ppo").__init__).parameters
+    ) - {"self"}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"algo": "vmpo", "vmpo": {"learning_rate": float("inf")}}, "vmpo.learning_rate must be"),
+        (
+            {"algo": "vmpo", "vmpo": {"target_update_period": 0}},
+            "vmpo.target_update_period must be",
+        ),
+        ({"algo": "vmpo", "vmpo": {"popart": "yes"}}, "vmpo.popart must be true or false"),
+        (
+            {"ppo": {"aux_loss_coef": {"span_l1": -1}}},
+            "ppo.aux_loss_coef must be a mapping of names to numbers >= 0",
+        ),
+        ({"algo": "recurrent_ppo", "recurrent_ppo": {"batch_size": 1}}, "batch_size must be"),
+    ],
+)
+def test_bad_learner_settings_name_the_key(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        TrainConfig.from_dict(data)
+
+
+def test_the_loss_config_takes_the_learner_defaults() -> None:
+    """V-MPO's loss hyperparameters are declared once, in the loss's settings, which the
+    learner's settings inherit and the loss's config extends."""
+    assert issubclass(get_learner("vmpo").settings, VMPOLossSettings)
+    assert issubclass(VMPOConfig, VMPOLossSettings)
+    settings = get_learner("vmpo").settings()
+    loss = VMPOConfig()
+    shared = {f.name for f in dataclasses.fields(VMPOConfig)} & {
+        f.name for f in dataclasses.fields(settings)
+    }
+    assert shared >= {"epsilon_eta", "init_alpha", "value_loss_coef", "popart"}
+    assert {n: getattr(loss, n) for n in shared} == {n: getattr(settings, n) for n in shared}
+    assert not {"learning_rate", "target_update_period"} & {
+        f.name for f in dataclasses.fields(VMPOConfig)
+    }
+
+
+def test_each_setting_is_declared_once() -> None:
+    """A field shared by several learners lives in one base dataclass: no settings class
+    re-declares a field one of its bases has (each field has one docstring)."""
+    classes = {
+        cls
+        for learner in learners()
+        for cls in learner.settings.__mro__
+        if dataclasses.is_dataclass(cls)
+    }
+    for cls in classes:
+        own = set(inspect.get_annotations(cls))
+        for base in cls.__mro__[1:]:
+            if dataclasses.is_dataclass(base):
+                inherited = own & set(inspect.get_annotations(base))
+                # MemoryPPO widens ent_coef to take a lin_<x> schedule (its own docstring)
+                assert inherited <= {"ent_coef"}, f"{cls.__name__} re-declares {inherited}"
+    memory = {f.name for f in dataclasses.fields(MemoryLearnerSettings)}
+    assert {"check_finite", "cuda_graph", "aux_loss_coef", "stats_window_size"} <= memory
+    for name in ("ppo", "vmpo"):
+        assert issubclass(get_learner(name).settings, MemoryLearnerSettings)
+
+
+def test_learners_are_listed_once() -> None:
+    assert len({learner.name for learner in learners()}) == len(learners())
+
+
+def test_a_record_names_its_algorithm_by_import_path() -> None:
+    ppo = get_learner("ppo")
+    expected = r"algorithm must be an import path 'package\.module:Class'"
+    with pytest.raises(ValueError, match=expected):
+        dataclasses.replace(ppo, algorithm="txrl.learners.ppo.algorithm.MemoryPPO")
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("txrl.learners.nowhere:MemoryPPO", "module 'txrl.learners.nowhere' is not found"),
+        ("txrl.learners.ppo.settings:MemoryPPOSettings", "no Stable-Baselines3 algorithm class"),
+        ("txrl.learners.ppo.algorithm:Missing", "no Stable-Baselines3 algorithm class: None"),
+    ],
+)
+def test_a_path_that_names_no_algorithm_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, path: str, message: str
+) -> None:
+    monkeypatch.setattr(txrl.learners, "LEARNERS", dict(LEARNERS))  # undone after the test
+    register_learner(dataclasses.replace(get_learner("ppo"), name="lost", algorithm=path))
+    with pytest.raises(
+        ConfigError, match=re.escape(f"learner 'lost' names its algorithm '{path}'")
+    ):
+        algorithm_class("lost")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        ALGORITHMS["lost"]
+    with pytest.raises(ValueError, match="a learner named 'ppo' is already registered"):
+        register_learner(dataclasses.replace(get_learner("ppo"), zoo_name=None))
+
+
+#: A learner from outside txrl, as a package: its settings and record, torch-free, and its
+#: algorithm, here MemoryPPO with another default (two passes over each rollout).
+NEW_LEARNER = {
+    "__init__.py": """
+        from two_epoch_ppo.settings import LEARNER, TwoEpochPPOSettings
+    """,
+    "settings.py": '''
+        from dataclasses import dataclass
+
+        from txrl.learners import Learner, memory_policy
+        from txrl.learners.ppo import MemoryPPOSettings
+
+
+        @dataclass(frozen=True)
+        class TwoEpochPPOSettings(MemoryPPOSettings):
+            n_epochs: int = 2
+            """Passes over each rollout."""
+
+
+        LEARNER = Learner(
+            name="two_epoch_ppo",
+            settings=TwoEpochPPOSettings,
+            algorithm="two_epoch_ppo.algorithm:TwoEpochPPO",
+            policy=memory_policy,
+        )
+    ''',
+    "algorithm.py": """
+        from txrl import MemoryPPO
+
+
+        class TwoEpochPPO(MemoryPPO):
+            def __init__(self, *args, n_epochs=2, **kwargs):
+                super().__init__(*args, n_epochs=n_epochs, **kwargs)
+    """,
+}
+
+
+def test_a_new_learner_is_its_package_and_one_row_of_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding a learner changes nothing of txrl but the registry's table: its package, one
+    ``register_learner`` call, and ``txrl train`` trains it from a config's ``algo``."""
+    package = tmp_path / "packages" / "two_epoch_ppo"
+    package.mkdir(parents=True)
+    for name, text in NEW_LEARNER.items():
+        (package / name).write_text(textwrap.dedent(text).lstrip())
+    monkeypatch.syspath_prepend(str(package.parent))
+    for name in [m for m in sys.modules if m.split(".")[0] == "two_epoch_ppo"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(txrl.learners, "LEARNERS", dict(LEARNERS))  # undone after the test
+
+    from two_epoch_ppo import LEARNER  # torch-free: the settings and the record
+
+    register_learner(LEARNER)  # the one row
+
+    settings = {k: v for k, v in TINY["ppo"].items() if k != "n_epochs"}
+    data = {k: v for k, v in TINY.items() if k != "ppo"}
+    data |= {"algo": "two_epoch_ppo", "two_epoch_ppo": settings, "budget": 64}
+    config_file = tmp_path / "two_epoch.yaml"
+    config_file.write_text(yaml.safe_dump(data))
+    run_dir = tmp_path / "run"
+    assert cli.main(["train", str(config_file), "--run-dir", str(run_dir)]) == 0
+
+    algorithm = ALGORITHMS["two_epoch_ppo"]
+    assert algorithm.__module__ == "two_epoch_ppo.algorithm" and algorithm is algorithm_class(
+        "two_epoch_ppo"
+    )
+    model = algorithm.load(run_dir / "checkpoints" / "final.zip")
+    assert type(model) is algorithm and model.n_epochs == 2  # the learner's own default
+    assert model.num_timesteps == 64  # two rollouts of 16 steps x 2 envs
+    recorded = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert recorded["algo"] == "two_epoch_ppo" and recorded["two_epoch_ppo"]["n_epochs"] == 2

@@ -1,0 +1,408 @@
+"""Compressive Transformer: backbone ``compressive``.
+
+Rae, Potapenko, Jayakumar, Hillier and Lillicrap 2019, "Compressive Transformers for
+Long-Range Sequence Modelling". Equations from section 4 of
+``references/002_afda1b2d62c4b1c2.txt`` and the Transformer-XL parts of
+``references/004_7d3d637a3336a351.txt``.
+
+Legend: T steps, B envs, L layers, D model width, H heads, E head width, M FIFO slots
+(``memory_length``), Mc compressed slots (``compressed_length``), c compression rate
+(``compression_rate``), P = c - 1 pending slots, X = P + M + T entries of the eviction
+stream, K = Mc + T + M + T keys.
+
+Memory of layer l, per env (all of it stop-gradient):
+
+* ``m``: a FIFO of the layer's inputs of the last M steps (as in Transformer-XL). After
+  step t the input of step t enters and the oldest entry is evicted;
+* ``cm``: the compressed memory, the last Mc outputs of the compression function
+  ``f_c: R^{c x D} -> R^{1 x D}`` (the reference's ``R^{n_s x d} -> R^{floor(n_s/c) x d}``
+  with one step per segment);
+* a pending buffer of the evicted entries not yet compressed (fewer than c). When the c-th
+  entry arrives, ``cm <- [cm ; f_c(pending)]`` (oldest compressed slot dropped beyond Mc).
+  Keeping the pending entries in the state makes acting step by step and running a
+  sequence compress the same entries at the same moments.
+
+Compression functions (``compression``): ``pool``, mean pooling over the c entries
+(kernel = stride = c); ``conv``, a 1-D convolution with kernel = stride = c, one per layer,
+initialised to mean pooling.
+
+Attention of layer l over ``[cm ; m ; h]`` (the reference's "concatenate cm and m"), with a
+pre-LayerNorm (TrXL-I style) block ``h + MHA(LN(.))``, ``+ MLP(LN(.))``. Positions:
+Transformer-XL relative attention (eq. 9 of ``references/000_4baccbf6ade0250f.txt``) with
+the parameters of :class:`txrl.nn.attention.RelativeMultiHeadAttention`; the distance of a
+FIFO entry is its distance in steps (0..M), the compressed slot of recency rank r (0 the
+newest) sits at distance ``M + 1 + r``, i.e. the index distance in ``[cm ; m ; h]`` of the
+paper. In sequence mode, a compression made within the sequence is visible to the steps
+after it, exactly as when acting.
+
+Attention-reconstruction loss (the paper's better-performing auxiliary loss)::
+
+    L^attn = || attn(h, old_mem) - attn(h, f_c(old_mem)) ||_2^2
+
+with attn the layer's content-based attention (its query/key/value maps, no positions),
+h the layer's inputs of the steps of the call, ``old_mem`` the entries compressed during
+the call. Stop-gradient on the main network as in the paper: h, old_mem and the attention
+parameters are detached, so the loss trains the compression function only, and the task
+loss does not reach the compression function (compressed memories are stop-gradient
+memory). Returned as ``aux_losses["attention_reconstruction"]``, averaged over layers, the
+envs that compressed anything and the squared entries; zero when nothing was compressed.
+With ``pool`` it has no parameters to train (a diagnostic then).
+
+Episode starts clear the FIFO, the compressed memory and the pending buffer.
+
+Trace: the full state before each step (the protocol's default ``state_at``), i.e.
+``L * (M + Mc + c - 1) * D`` floats plus ``M + Mc + c - 1`` flags per step and env: a window
+rebuild would need the last ``M + c * Mc`` steps of layer inputs and the compression
+function's outputs as they were. With ``trace=True`` a sequence is run one step at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple, cast
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from txrl.backbones.compressive import CompressiveConfig
+from txrl.nn import attention as nn_attention
+from txrl.nn.attention import RelativeMultiHeadAttention, split_heads
+from txrl.nn.blocks import PreNormBlock
+from txrl.nn.memory import memory_in_use
+from txrl.nn.pluggable_attention import key_distances
+from txrl.nn.protocol import Backbone, BackboneOutput
+from txrl.nn.window import episode_ids, next_valid, slide, window_mask
+
+
+class CompressiveState(NamedTuple):
+    """Per-env memory, env on axis 0 of every field (also the per-step trace)."""
+
+    hidden: torch.Tensor  # (B, L, M, D) FIFO of layer inputs of the last M steps
+    valid: torch.Tensor  # (B, M) bool, slot holds a step of the current episode
+    compressed: torch.Tensor  # (B, L, Mc, D) compressed memory, oldest first
+    compressed_valid: torch.Tensor  # (B, Mc) bool
+    pending: torch.Tensor  # (B, L, P, D) evicted entries awaiting compression, oldest first
+    pending_valid: torch.Tensor  # (B, P) bool
+
+
+class Compression(nn.Module):
+    """f_c: c entries -> 1, mean pooling or a 1-D convolution with kernel = stride = c."""
+
+    def __init__(self, kind: str, d_model: int, rate: int) -> None:
+        super().__init__()
+        self.kind = kind
+        self.rate = rate
+        self.conv: nn.Conv1d | None = None
+        if kind == "conv":
+            self.conv = nn.Conv1d(d_model, d_model, kernel_size=rate, stride=rate)
+            assert self.conv.bias is not None  # built with a bias (Conv1d's default)
+            with torch.no_grad():  # start as mean pooling
+                self.conv.weight.copy_(torch.eye(d_model)[:, :, None].expand(-1, -1, rate) / rate)
+                self.conv.bias.zero_()
+
+    def forward(self, groups: torch.Tensor) -> torch.Tensor:
+        """``groups`` (..., c, D), oldest first -> (..., D)."""
+        if self.conv is None:
+            return groups.mean(dim=-2)
+        # sum_k W[:, :, k] x_k + b, the convolution at one output position
+        bias = self.conv.bias
+        assert bias is not None  # built with a bias (Conv1d's default)
+        return torch.einsum("...cd,odc->...o", groups, self.conv.weight) + bias
+
+
+def relative_attention(
+    attn: RelativeMultiHeadAttention,
+    z: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    allowed: torch.Tensor,
+    distance: torch.Tensor,
+    n_distances: int,
+) -> torch.Tensor:
+    """Eq. (9) of Transformer-XL with an explicit distance per (query, key) pair.
+
+    ``z`` (B, T, D) normalised queries, ``keys``/``values`` (B, K, D), ``allowed`` (B, T, K),
+    ``distance`` (B, T, K) long in [0, n_distances). Uses the parameters of ``attn``; the
+    positional scores of the n distances are computed once and gathered per pair
+    (:func:`txrl.nn.attention.relative_attention`).
+    """
+    out, _ = nn_attention.relative_attention(attn, z, keys, values, allowed, distance, n_distances)
+    return out
+
+
+class CompressiveBlock(PreNormBlock):
+    """Pre-LayerNorm block over [cm ; m ; h] plus this layer's compression function."""
+
+    attention: RelativeMultiHeadAttention
+
+    def __init__(self, config: CompressiveConfig) -> None:
+        attention = RelativeMultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        super().__init__(config, attention, output_relu=False)
+        self.compress = Compression(config.compression, config.d_model, config.compression_rate)
+
+    def attend(
+        self,
+        h: torch.Tensor,
+        memory: torch.Tensor,
+        allowed: torch.Tensor,
+        distance: torch.Tensor,
+        n_distances: int,
+    ) -> torch.Tensor:
+        """MHA(LN(.)) of ``h`` (B, T, D) over [``memory`` (B, K - T, D), stop-gradient ; h],
+        with explicit distances (B, T, K) in [0, n_distances)."""
+        z = self.attention_input(h)
+        keys, values = self.attention.project_memory(
+            torch.cat((self.norm_attention(memory), z), dim=1)
+        )  # (B, K, D) each
+        return relative_attention(self.attention, z, keys, values, allowed, distance, n_distances)
+
+    def content_attention(
+        self, queries: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """attn(h, mem) of the reconstruction loss, with the attention parameters detached.
+
+        ``queries`` (B, T, D), ``memory`` (B, N, D), ``mask`` (B, N) -> (B, H, T, E). Rows
+        with no allowed memory give an arbitrary finite value (the caller weights them 0).
+        """
+        attn, norm = self.attention, self.norm_attention
+        hd, e = attn.n_heads, attn.head_dim
+        weight, bias = norm.weight.detach(), norm.bias.detach()
+        zq = F.layer_norm(queries, norm.normalized_shape, weight, bias, norm.eps)
+        zm = F.layer_norm(memory, norm.normalized_shape, weight, bias, norm.eps)
+        q = split_heads(F.linear(zq, attn.query.weight.detach()), hd)  # (B, H, T, E)
+        kv = F.linear(zm, attn.key_value.weight.detach())  # (B, N, 2D)
+        k, v = (split_heads(part, hd) for part in kv.chunk(2, dim=-1))  # (B, H, N, E)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(e)  # (B, H, T, N)
+        scores = scores.masked_fill(~mask[:, None, None, :], -1e9)
+        return scores.softmax(dim=-1) @ v  # (B, H, T, E)
+
+
+class CompressiveTransformer(Backbone):
+    """Compressive Transformer behind the backbone protocol (see the module docstring)."""
+
+    graph_capturable = True
+
+    def __init__(self, config: CompressiveConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.input_dim = config.input_dim
+        self.output_dim = config.d_model
+        self.memory_length = config.memory_length
+        self.embed = nn.Linear(config.input_dim, config.d_model)
+        self.blocks = nn.ModuleList(CompressiveBlock(config) for _ in range(config.n_layers))
+
+    def initial_state(
+        self, batch_size: int, device: torch.device | str | None = None
+    ) -> CompressiveState:
+        c = self.config
+        placement = self.state_placement(device)
+        device = placement["device"]
+        p = c.compression_rate - 1
+
+        def zeros(slots: int) -> torch.Tensor:
+            return torch.zeros(batch_size, c.n_layers, slots, c.d_model, **placement)
+
+        def empty(slots: int) -> torch.Tensor:
+            return torch.zeros(batch_size, slots, dtype=torch.bool, device=device)
+
+        return CompressiveState(
+            hidden=zeros(c.memory_length),
+            valid=empty(c.memory_length),
+            compressed=zeros(c.compressed_length),
+            compressed_valid=empty(c.compressed_length),
+            pending=zeros(p),
+            pending_valid=empty(p),
+        )
+
+    def run(
+        self,
+        x: torch.Tensor,
+        state: CompressiveState,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool = False,
+        stats: bool = False,
+        next_state: bool = True,
+    ) -> BackboneOutput:
+        self.check_inputs(x, state, episode_starts)
+        if not trace:
+            y, new_state, loss_sum, count, out_stats = self._segment(
+                x, state, episode_starts, stats, next_state
+            )
+            aux = {"attention_reconstruction": loss_sum / count.clamp_min(1)}
+            return BackboneOutput(y, new_state, None, aux, out_stats)
+        # the trace is the state before each step: run the steps one at a time
+        outputs, before = [], []
+        loss_total: torch.Tensor = x.new_zeros(())
+        count_total = torch.zeros((), dtype=torch.long, device=x.device)
+        step_stats: list[dict[str, torch.Tensor]] = []
+        for t in range(x.shape[0]):
+            before.append(state)
+            y, after, loss_sum, count, one_stats = self._segment(
+                x[t : t + 1], state, episode_starts[t : t + 1], stats
+            )
+            assert after is not None  # each step's state feeds the next
+            state = after
+            outputs.append(y)
+            step_stats.append(one_stats)
+            loss_total = loss_total + loss_sum
+            count_total = count_total + count
+        out_stats = {
+            name: torch.stack([s[name] for s in step_stats]).mean() for name in step_stats[0]
+        }
+        step_trace = CompressiveState(*(torch.stack(f) for f in zip(*before, strict=True)))
+        aux = {"attention_reconstruction": loss_total / count_total.clamp_min(1)}
+        final = state if next_state else None
+        return BackboneOutput(torch.cat(outputs), final, step_trace, aux, out_stats)
+
+    def _segment(
+        self,
+        x: torch.Tensor,
+        state: CompressiveState,
+        episode_starts: torch.Tensor,
+        stats: bool,
+        next_state: bool = True,
+    ) -> tuple[
+        torch.Tensor, CompressiveState | None, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]
+    ]:
+        """One call in sequence mode -> output, new state (None unless ``next_state``: it
+        skips the memory's concatenations), reconstruction loss sum and env count."""
+        cfg = self.config
+        t, b = episode_starts.shape
+        m, mc, c = cfg.memory_length, cfg.compressed_length, cfg.compression_rate
+        p = c - 1
+        device = x.device
+        # ---- which evictions happen after which step, and which complete a group of c
+        # the eviction stream [pending ; FIFO ; current steps]: (B, X) episode ids (-1 invalid,
+        # 0 carried over)
+        memory_episode, step_episode = episode_ids(
+            torch.cat((state.pending_valid, state.valid), dim=1), episode_starts
+        )  # (B, P+M), (B, T)
+        stream_episode = torch.cat((memory_episode, step_episode), dim=1)
+        x_len = stream_episode.shape[1]
+        evicted_at = p + torch.arange(t, device=device)  # stream entry leaving after step i
+        # only an entry of the step's own episode moves on to the pending buffer
+        evict = stream_episode[:, evicted_at] == step_episode  # (B, T)
+        evicted = torch.cat(
+            (
+                state.pending_valid,
+                evict,
+                torch.zeros(b, x_len - p - t, dtype=torch.bool, device=device),
+            ),
+            dim=1,
+        )  # (B, X): entries in the pending buffer or compressed once the sequence is over
+        earlier = torch.arange(x_len, device=device)[None, :] < evicted_at[:, None]  # (T, X)
+        same = stream_episode[:, None, :] == step_episode[:, :, None]  # (B, T, X)
+        count = (evicted[:, None, :] & same & earlier[None]).sum(-1)  # (B, T) earlier evictions
+        # the c-th pending entry triggers a compression of the last c evicted entries
+        trigger = evict & ((count + 1) % c == 0)  # (B, T)
+        made = trigger.long().cumsum(dim=1)  # (B, T) compressions up to and including step i
+        made_before = made - trigger.long()  # (B, T) compressions before step i
+
+        # ---- what each step may attend to, and at which distance
+        # carried compressed slot i (rank Mc-1-i) while fewer than Mc newer slots exist
+        slot = torch.arange(mc, device=device)
+        carried_ok = (
+            state.compressed_valid[:, None, :]
+            & (step_episode == 0)[:, :, None]
+            & (slot[None, None, :] >= made_before[:, :, None])
+        )  # (B, T, Mc)
+        carried_distance = m + 1 + (mc - 1 - slot)[None, None, :] + made_before[:, :, None]
+        # compression made after step j, seen by later steps i of its episode
+        steps = torch.arange(t, device=device)
+        newer = made_before[:, :, None] - made[:, None, :]  # (B, T, T) compressions after j's
+        fresh_ok = (
+            trigger[:, None, :]
+            & (steps[None, :] < steps[:, None])[None]
+            & (step_episode[:, None, :] == step_episode[:, :, None])
+            & (newer < mc)
+        )  # (B, T, T)
+        fresh_distance = m + 1 + newer
+        window_ok = window_mask(state.valid, episode_starts, m)  # (B, T, M+T)
+        window_distance = key_distances(t, m + t, device)  # (T, M+T)
+        allowed = torch.cat((carried_ok, fresh_ok, window_ok), dim=2)  # (B, T, K)
+        n_distances = m + mc + 1
+        distance = torch.cat(
+            (
+                carried_distance.expand(b, t, mc),
+                fresh_distance,
+                window_distance[None].expand(b, t, m + t),
+            ),
+            dim=2,
+        ).clamp(0, n_distances - 1)  # (B, T, K)
+
+        # ---- the compressed memory after the sequence: the last Mc compressions of its last episode
+        last_episode = step_episode[:, -1:]  # (B, 1)
+        keep = torch.cat(
+            (
+                state.compressed_valid & (last_episode == 0),
+                trigger & (step_episode == last_episode),
+            ),
+            dim=1,
+        )  # (B, Mc + T)
+        rank = keep.flip(1).long().cumsum(dim=1).flip(1)  # 1 for the newest kept entry
+        target = torch.where(keep & (rank <= mc), mc - rank, mc)  # slot, or mc: dropped
+        n_kept = keep.long().sum(dim=1, keepdim=True).clamp(max=mc)  # (B, 1)
+        compressed_valid = slot[None, :] >= mc - n_kept  # (B, Mc)
+        # pending after the sequence: the entries evicted since the last compression
+        n_pending = (evicted & (stream_episode == last_episode)).long().sum(dim=1) % c  # (B,)
+        pending_valid = torch.arange(p, device=device)[None, :] >= p - n_pending[:, None]
+
+        h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
+        inputs, compressed, pending = [], [], []
+        loss_sum = h.new_zeros(())
+        has_compressed = trigger.any(dim=1)  # (B,)
+        for layer, block in enumerate(cast("Sequence[CompressiveBlock]", self.blocks)):
+            inputs.append(h.detach())
+            stream = torch.cat(
+                (state.pending[:, layer], state.hidden[:, layer], h.detach()), dim=1
+            )  # (B, X, D)
+            # group ending at the entry evicted after step i: stream[i : i + c]
+            groups = stream.unfold(1, c, 1)[:, :t].transpose(2, 3)  # (B, T, c, D)
+            fresh_grad = block.compress(groups)  # (B, T, D), gradient into f_c only
+            fresh = fresh_grad.detach()
+            memory = torch.cat((state.compressed[:, layer], fresh, state.hidden[:, layer]), dim=1)
+            h_in = h
+            h = block(h, block.attend(h, memory, allowed, distance, n_distances))
+
+            # L^attn = || attn(h, old_mem) - attn(h, f_c(old_mem)) ||^2 over this call's compressions
+            queries = h_in.detach()
+            old = block.content_attention(
+                queries, groups.flatten(1, 2), trigger.repeat_interleave(c, dim=1)
+            )
+            new = block.content_attention(queries, fresh_grad, trigger)
+            per_env = (old - new).square().mean(dim=(1, 2, 3))  # (B,)
+            loss_sum = loss_sum + torch.where(has_compressed, per_env, 0.0).sum() / len(self.blocks)
+
+            candidates = torch.cat((state.compressed[:, layer], fresh), dim=1)  # (B, Mc + T, D)
+            placed = candidates.new_zeros(b, mc + 1, cfg.d_model).scatter(
+                1, target[..., None].expand(-1, -1, cfg.d_model), candidates
+            )
+            compressed.append(placed[:, :mc])
+            pending.append(stream[:, t : t + p])  # (B, P, D) the last P evicted entries
+
+        new_state = (
+            CompressiveState(
+                hidden=slide(state.hidden, torch.stack(inputs, dim=1), dim=2),  # (B, L, M, D)
+                valid=next_valid(state.valid, episode_starts),
+                compressed=torch.stack(compressed, dim=1),  # (B, L, Mc, D)
+                compressed_valid=compressed_valid,
+                pending=torch.stack(pending, dim=1),  # (B, L, P, D)
+                pending_valid=pending_valid,
+            )
+            if next_state
+            else None
+        )
+        out_stats: dict[str, torch.Tensor] = {}
+        if stats:
+            out_stats["memory_in_use"] = memory_in_use(state.valid)
+            out_stats["compressed_in_use"] = state.compressed_valid.float().mean()
+            out_stats["compressions_per_step"] = trigger.float().mean()
+        count = has_compressed.long().sum()
+        return h.transpose(0, 1), new_state, loss_sum, count, out_stats
+
+
+def build_compressive(config: CompressiveConfig) -> CompressiveTransformer:
+    return CompressiveTransformer(config)

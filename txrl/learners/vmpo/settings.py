@@ -1,0 +1,185 @@
+"""V-MPO's settings (Song et al. 2019), declared once, without torch.
+
+Three dataclasses, each extending the one before it:
+
+* :class:`VMPOLossSettings`: the hyperparameters of the loss, its multipliers and its value
+  head that a user sets;
+* :class:`VMPOSettings`: the learner's settings (the ``vmpo:`` section of a config, the
+  defaults of :class:`txrl.VMPO`'s constructor): the loss's, the memory learners' common ones
+  and the learner's own (learning rate, rollout, target network);
+* :class:`VMPOConfig`: what the loss (:mod:`~txrl.learners.vmpo.loss`), the multipliers
+  (:mod:`~txrl.learners.vmpo.multipliers`) and PopArt (:mod:`~txrl.learners.vmpo.popart`)
+  read: the loss's settable hyperparameters and the constants the paper fixes. The
+  algorithm builds it from its settings.
+
+A config is checked against these types and documented by these docstrings.
+
+Provenance: the bounds eps_* and the initial multipliers are the values commonly quoted
+from the paper's Appendix F tables, which we could not re-read while writing this file
+(initial eta 1, alpha 5, alpha_mu = alpha_Sigma = 1, eps_alpha sampled log-uniformly in
+[0.001, 0.01] for DMLab/Atari, eps_eta 0.1 for pixel tasks and 0.01 for Gym tasks); each
+field says so ("Unverified"). eta_min, the top-half fraction and the PopArt bounds and
+step size of :class:`VMPOConfig` are stated in the main text (Secs. 4.1, 4.2.1, 4.2.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from txrl.learners.record import Learner, memory_policy
+from txrl.learners.settings import MemoryLearnerSettings
+from txrl.schema import (
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    PositiveRate,
+    UnitFloat,
+    from_mapping,
+)
+
+
+@dataclass(frozen=True)
+class VMPOLossSettings:
+    """The settable hyperparameters of V-MPO's loss, its multipliers and its value head."""
+
+    epsilon_eta: PositiveFloat = 0.1
+    """eps_eta, the bound on KL(psi || uniform over D~) that the temperature dual (Eq. 4)
+    enforces (Eq. 19, Appendix A). Appendix F, DMLab/Atari tables (pixel inputs); the Gym
+    tasks use 0.01. Unverified (see the module docstring)."""
+    epsilon_alpha: PositiveFloat = 0.01
+    """eps_alpha, the trust region E_s[KL(pi_old || pi_theta)] < eps_alpha of the M-step for
+    discrete actions (Eq. 13). Appendix F samples it log-uniformly in [0.001, 0.01]; the
+    upper end. Unverified."""
+    epsilon_alpha_mu: PositiveFloat = 0.01
+    """eps_alpha_mu, KL bound of a Gaussian policy's mean, the mean part of the decoupled
+    KL (Appendix C). Appendix F, continuous-control tables. Unverified."""
+    epsilon_alpha_sigma: PositiveFloat = 5e-5
+    """eps_alpha_Sigma, KL bound of a Gaussian policy's covariance (Appendix C); small, so
+    the standard deviation shrinks slowly. Appendix F, continuous-control tables. Unverified."""
+    init_eta: PositiveFloat = 1.0
+    """Initial temperature eta. Appendix F, all tables. Unverified."""
+    init_alpha: PositiveFloat = 5.0
+    """Initial multiplier alpha (discrete actions). Appendix F, DMLab/Atari tables. Unverified."""
+    init_alpha_mu: PositiveFloat = 1.0
+    """Initial alpha_mu (Gaussian mean). Appendix F, continuous-control tables. Unverified."""
+    init_alpha_sigma: PositiveFloat = 1.0
+    """Initial alpha_Sigma (Gaussian covariance). Appendix F, continuous-control tables.
+    Unverified."""
+    value_loss_coef: NonNegativeFloat = 1.0
+    """Weight of the value loss L_V in the total loss; Eq. (1) adds it with weight 1 (L_V
+    already holds 1/2)."""
+    popart: bool = True
+    """Normalise value targets with PopArt (Sec. 4.1: used "even when training on a single
+    task"). The loss does not apply it; see :mod:`txrl.learners.vmpo.popart` for where it
+    plugs in."""
+
+
+@dataclass(frozen=True)
+class VMPOSettings(VMPOLossSettings, MemoryLearnerSettings):
+    """Settings of :class:`txrl.VMPO` (the ``vmpo:`` section of a config): the loss's
+    (:class:`VMPOLossSettings`: bounds, initial multipliers, value loss weight, PopArt), the
+    memory learners' common settings
+    (:class:`~txrl.learners.settings.MemoryLearnerSettings`), and:"""
+
+    learning_rate: PositiveRate = 1e-3
+    """Adam step size (``lin_<number>``: from that number linearly to 0 over the budget);
+    the Lagrange multipliers are trained by the same optimizer. The paper fixes 1e-4
+    (Sec. 4) for its large-batch, many-learner-step regime; at this library's rollout sizes
+    1e-4 with one pass moved the policy by a KL of ~0 per update and learned nothing on the
+    passive T-maze, 1e-3 with 4 passes learns it (results/vmpo_defaults)."""
+    n_steps: PositiveInt = 128
+    """Steps per env per rollout."""
+    batch_size: PositiveInt = 256
+    """Transitions per minibatch (whole segments)."""
+    n_epochs: PositiveInt = 4
+    """Passes over each rollout (the paper's learner sees each batch once; see
+    ``learning_rate`` for why the default makes more passes)."""
+    segment_length: PositiveInt = 32
+    """Steps per training segment; must divide ``n_steps`` and ``batch_size``."""
+    gamma: UnitFloat = 0.99
+    """Discount factor."""
+    gae_lambda: UnitFloat = 1.0
+    """lambda of the advantage targets; 1 gives the paper's n-step returns."""
+    target_update_period: PositiveInt | None = None
+    """Gradient steps between target-network refreshes (T_target, Sec. 4); ``null``: act
+    with the policy of the rollout's start."""
+    max_grad_norm: PositiveFloat = 40.0
+    """Global gradient-norm clip."""
+
+
+LEARNER = Learner(
+    name="vmpo",
+    settings=VMPOSettings,
+    algorithm="txrl.learners.vmpo.algorithm:VMPO",
+    policy=memory_policy,
+    # the KL of Eq. (5) is implemented for categorical and diagonal-Gaussian policies
+    action_spaces=("Discrete", "Box"),
+    zoo_name="vmpo",
+)
+
+
+@dataclass(frozen=True)
+class VMPOConfig(VMPOLossSettings):
+    """The hyperparameters the loss and the learner's multipliers and PopArt head read.
+
+    The settable ones are :class:`VMPOLossSettings`' (declared and documented there, with
+    the paper's values; the algorithm builds this from its settings); the fields below are
+    constants the paper's main text fixes.
+    """
+
+    multiplier_floor: float = 1e-8
+    """eta_min = alpha_min, the smallest value of every multiplier. Sec. 4.2.2 (after Eq. 15)."""
+
+    top_k_fraction: float = 0.5
+    """Fraction of the batch's advantages kept for the E-step, the top 50%. Sec. 4.2.1."""
+
+    popart_step_size: float = 1e-4
+    """Step size of PopArt's running statistics. Sec. 4.1."""
+
+    popart_scale_lower: float = 1e-2
+    """Lower bound on PopArt's scale sigma, guards against sparse rewards. Sec. 4.1."""
+
+    popart_scale_upper: float = 1e6
+    """Upper bound on PopArt's scale sigma. Sec. 4.1."""
+
+    def __post_init__(self) -> None:
+        # the settable fields against the types they are declared with (a ValueError naming
+        # the field and its valid range), then the constants and how fields fit together
+        settable = {f.name: getattr(self, f.name) for f in dataclasses.fields(VMPOLossSettings)}
+        from_mapping(VMPOLossSettings, settable, "VMPOConfig")
+        for name, value in settable.items():
+            if isinstance(value, str):  # a config's "1e-3" is read as a number; code passes one
+                raise ValueError(f"VMPOConfig.{name} must be a number, got {value!r}")
+        _check_number(
+            "multiplier_floor", self.multiplier_floor, "a finite number >= 0", lambda v: v >= 0
+        )
+        for name in ("init_eta", "init_alpha", "init_alpha_mu", "init_alpha_sigma"):
+            _check_number(
+                name,
+                getattr(self, name),
+                f"a finite number > multiplier_floor ({self.multiplier_floor!r})",
+                lambda v: v > self.multiplier_floor,
+            )
+        _check_number("top_k_fraction", self.top_k_fraction, "in (0, 1]", lambda v: 0 < v <= 1)
+        _check_number("popart_step_size", self.popart_step_size, "in (0, 1]", lambda v: 0 < v <= 1)
+        _check_number(
+            "popart_scale_lower", self.popart_scale_lower, "a finite number > 0", lambda v: v > 0
+        )
+        _check_number(
+            "popart_scale_upper",
+            self.popart_scale_upper,
+            f"a finite number > popart_scale_lower ({self.popart_scale_lower!r})",
+            lambda v: v > self.popart_scale_lower,
+        )
+
+
+def _check_number(name: str, value: object, valid: str, ok: Callable[[float], bool]) -> None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
+        raise ValueError(f"VMPOConfig.{name} must be {valid}, got {value!r}")
+
+
+__all__ = ["LEARNER", "VMPOConfig", "VMPOLossSettings", "VMPOSettings"]

@@ -1,1 +1,0 @@
-"""Learner parts shared by the algorithms: rollout storage with memory streams, losses."""
