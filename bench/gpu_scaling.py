@@ -5,9 +5,9 @@ the time goes (collection against training, and a profile of the largest setting
     python bench/gpu_scaling.py --out bench/results/gpu_scaling.txt    # needs a CUDA GPU
     python bench/gpu_scaling.py --device cpu --n-envs 4 8 --models 1x16 --n-steps 8   # a dry run
 
-The task is the passive T-maze (length 20), a cheap task: stepping 1,024 of them costs a few
-milliseconds of the host's time, so the figures are the learners'. Every learner collects
-``n_steps`` (64) per env and trains 4 epochs over minibatches of ``16 * n_envs`` transitions
+The task is the passive T-maze (length 20), a cheap task: stepping even 1,024 of them costs
+the host little next to the learners' work, so the figures are the learners'. Every
+learner collects ``n_steps`` (64) per env and trains 4 epochs over minibatches of ``16 * n_envs`` transitions
 (segments of 16 steps for txrl), so a rollout's work grows with the envs while the number
 of gradient steps stays the same (16). Models: GTrXL 2 layers x 128 and 3 layers x 256 (4
 heads, GRU gates, a memory of as many steps as the width: M = 128 and 256), RecurrentPPO

@@ -8,7 +8,7 @@ Two defences, timed here against what they protect:
 * ``predict`` compares a sample of the parameters each call
   (:func:`txrl.nn.acting.sample.parameters_rewritten`): its cost per call against a whole
   ``predict``, and, for comparison, what deriving everything anew at each call would add;
-* a rollout start drops everything derived (``txrl.sb3.common``): the first acting step
+* a rollout start drops everything derived (``txrl.sb3.algorithm``): the first acting step
   after an update (an optimizer step, seen by the derived weights' checks, so the step
   derives them anew anyway) with the drop and without it; and, for a rollout that follows
   no update, the first step after the drop against a step that reuses what was derived,

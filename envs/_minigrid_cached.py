@@ -1,12 +1,13 @@
 """MiniGrid's Memory task with its egocentric view memoised: the same observations, faster.
 
 MiniGrid builds each observation in Python (slice the grid around the agent, rotate it,
-trace visibility, encode): about 94% of a step of ``MemoryEnv``, which held the task near
-4k steps/s on one core. In the Memory task nothing in the grid changes during an episode
-(pick-up is mapped to toggle, and toggling a key or a ball does nothing; the agent never
-carries anything), so the view is a function of the episode's layout, the agent's cell and
-its heading. :class:`CachedViewMemoryEnv` keys MiniGrid's own ``gen_obs`` on exactly that and
-computes each view once: a cache miss is upstream's code, a hit a copy of what it returned.
+trace visibility, encode), which is most of the time of a step of ``MemoryEnv``
+(``bench/env_speed.py`` times both, ``--env-kwarg cache_views=false`` the uncached env). In
+the Memory task nothing in the grid changes during an episode (pick-up is mapped to toggle,
+and toggling a key or a ball does nothing; the agent never carries anything), so the view
+is a function of the episode's layout, the agent's cell and its heading.
+:class:`CachedViewMemoryEnv` keys MiniGrid's own ``gen_obs`` on exactly that and computes
+each view once: a cache miss is upstream's code, a hit a copy of what it returned.
 
 The layout key is the grid's own encoding, taken once per episode, so any change of the
 grid's contents (a new layout, a random hallway length) is a new key; anything else that

@@ -34,7 +34,7 @@ no others, the upstream task offers all 7 (pickup, drop, toggle and done change 
 
 Observations are memoised (:class:`~txrl.envs._minigrid_cached.CachedViewMemoryEnv`): the
 grid of a Memory episode never changes, so each view (layout, cell, heading) is built once by
-MiniGrid's own code and copied after that, the same arrays several times faster;
+MiniGrid's own code and copied after that, the same arrays without building them again;
 ``cache_views=False`` steps the upstream class as it is.
 
 Ids (registered by :func:`txrl.envs.register_envs`): ``txrl/MiniGrid-MemoryS7-v0``, ``S9``,

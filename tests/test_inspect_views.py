@@ -14,9 +14,9 @@ import yaml
 from txrl.config import load_train_config
 from txrl.envs.tmaze import TMazeEnv
 from txrl.inspect import EpisodeRecord, inspect_run, probe_run, record_episodes
+from txrl.inspect.layers import GATE_MEANINGS
 from txrl.inspect.plots import draw_summary, plot_attention_map, plot_summary, plot_traces
 from txrl.inspect.probe import OBSERVATION
-from txrl.inspect.record import GATE_MEANINGS
 from txrl.nn import gates
 from txrl.run.checkpoint import read_checkpoint_config, resolve_checkpoint
 from txrl.run.evaluate import load_checkpoint_model, make_checkpoint_eval_env

@@ -64,7 +64,7 @@ def test_lint_imports_keeps_every_contract() -> None:
         # an upward import across the layers of txrl: the config reaching the run layer
         ("txrl.config.sections", "txrl.run.train", "layers"),
         # the SB3 adapter reaching the learners whose algorithms subclass it
-        ("txrl.sb3.common", "txrl.learners", "layers"),
+        ("txrl.sb3.algorithm", "txrl.learners", "layers"),
         ("txrl.sb3.policies", "txrl.learners.ppo.algorithm", "layers"),
         # an upward import inside the run layer: the checkpoint format reaching the callbacks
         ("txrl.run.checkpoint", "txrl.run.callbacks", "run-layers"),

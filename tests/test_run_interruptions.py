@@ -25,7 +25,7 @@ from txrl.config import TrainConfig, load_train_config
 from txrl.run.callbacks import BetweenRollouts
 from txrl.run.run_files import CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.run.train import warn_short_budget
-from txrl.sb3.common import MemoryOnPolicyAlgorithm
+from txrl.sb3.algorithm import MemoryOnPolicyAlgorithm
 
 ROOT = Path(__file__).resolve().parents[1]
 # Two envs of 16 steps: a rollout is 32 steps; checkpoints at 32 and 64.

@@ -10,7 +10,7 @@ import pytest
 from txrl.backbones import make_backbone
 from txrl.backbones.trxl import DEFAULT_GATE, GATE_NAMES, GATES
 from txrl.backbones.trxl.model import TransformerXL
-from txrl.inspect.record import GATE_MEANINGS
+from txrl.inspect.layers import GATE_MEANINGS
 from txrl.nn.blocks import GatedBlock, PostNormBlock
 from txrl.nn.gates import GATE_CLASSES, Gate, GRUGate, ResidualGate
 

@@ -197,16 +197,16 @@ def test_defaults_learn_a_passive_tmaze() -> None:
 def test_train_loss_is_logged_once_as_the_loss_optimised(monkeypatch: pytest.MonkeyPatch) -> None:
     """``train/loss`` is the mean over minibatches of the loss the optimizer steps on, the
     auxiliary terms included, not an average of it with V-MPO's total without them."""
-    import txrl.sb3.common as common
+    import txrl.sb3.algorithm as algorithm
 
     stepped: list[float] = []
-    check = common._check_finite_update
+    check = algorithm.check_finite_update
 
     def recording(loss, grad_norm, stats, n_updates):  # type: ignore[no-untyped-def]
         stepped.append(float(loss.detach()))
         return check(loss, grad_norm, stats, n_updates)
 
-    monkeypatch.setattr(common, "_check_finite_update", recording)
+    monkeypatch.setattr(algorithm, "check_finite_update", recording)
     model = VMPO(
         "MlpGTrXLPolicy",
         small_env(),

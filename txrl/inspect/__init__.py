@@ -21,7 +21,7 @@ layers, H heads, A actions, D the model width):
 * traces: the backbone's diagnostics (``Backbone.run(stats=True)``): each gate's mean
   activation per sub-layer (``layer0/gate_attention``, ``layer0/gate_mlp``; for GTrXL's GRU
   gate the update gate z of eq. 14, 1 = the block replaces its input by the sub-layer's
-  update, 0 = the identity map; :data:`txrl.inspect.record.GATE_MEANINGS` says what 1 and 0
+  update, 0 = the identity map; :data:`txrl.inspect.layers.GATE_MEANINGS` says what 1 and 0
   mean for each gate), attention entropy, memory in use; for backbones without attention
   weights, the norms of their recurrent state instead.
 * hidden (N, D) per layer: each block's output (``hidden/layer0``, ...) and the backbone's
@@ -76,6 +76,8 @@ from typing import Any
 
 import numpy as np
 
+from txrl.inspect.episode import EpisodeRecord, InspectError
+from txrl.inspect.layers import absolute_row, attention_layers
 from txrl.inspect.plots import plot_attention_map, plot_summary, plot_traces
 from txrl.inspect.probe import (
     ProbeResult,
@@ -84,14 +86,7 @@ from txrl.inspect.probe import (
     summary_line,
     write_probe,
 )
-from txrl.inspect.record import (
-    EpisodeRecord,
-    InspectError,
-    Recording,
-    absolute_row,
-    attention_layers,
-    record_episodes,
-)
+from txrl.inspect.record import Recording, record_episodes
 from txrl.inspect.video import VIDEO_FPS, write_video
 
 __all__ = [

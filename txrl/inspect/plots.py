@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from txrl.inspect.record import GATE_MEANINGS, GATE_SUBLAYERS, EpisodeRecord, InspectError
+from txrl.inspect.episode import EpisodeRecord, InspectError
+from txrl.inspect.layers import GATE_MEANINGS, GATE_SUBLAYERS
 from txrl.plotting import figure_class, save_png
 
 CUE_COLOUR, DECISION_COLOUR = "tab:green", "tab:red"

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from txrl.inspect.episode import EpisodeRecord, InspectError
 from txrl.inspect.plots import DRAWS, save_figure
-from txrl.inspect.record import EpisodeRecord, InspectError
 from txrl.plotting import figure_class
 
 ALIGNS = ("start", "cue", "decision")

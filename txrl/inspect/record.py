@@ -1,265 +1,31 @@
 """Recording: greedy (or sampled) episodes of a policy, with per step its attention over
 absolute episode steps, its backbone's diagnostics, each memory layer's output, the value,
 the action probabilities and what the env says about the cue, the decision and the outcome.
+
+Each episode becomes an :class:`txrl.inspect.episode.EpisodeRecord`; what the backbone's
+layers hand out is found and read by :mod:`txrl.inspect.layers`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from stable_baselines3.common.distributions import CategoricalDistribution
 
-from txrl.backbones.trxl import GATES
-from txrl.backbones.trxl.model import TransformerXL
-from txrl.nn import gates as gate_classes
+from txrl.inspect.episode import EpisodeRecord, InspectError
+from txrl.inspect.layers import (
+    absolute_row,
+    attention_layers,
+    gate_kinds,
+    layer_weights,
+    memory_layers,
+    state_norms,
+)
 from txrl.nn.attention import AttentionRecorder
-from txrl.nn.pair import PairedBackbone
-
-
-class InspectError(ValueError):
-    """Input ``txrl inspect`` cannot use (named in the message)."""
-
-
-@dataclasses.dataclass
-class EpisodeRecord:
-    """Everything recorded over one episode (see the package docstring for each field)."""
-
-    actions: np.ndarray  # (N, ...) the actions taken
-    rewards: np.ndarray  # (N,) reward after each step's action
-    values: np.ndarray  # (N,) value estimate of each step
-    action_probs: np.ndarray | None  # (N, A) for discrete actions, else None
-    attention: np.ndarray | None  # (L, H, N, N) weights over absolute steps, or None
-    attendable: np.ndarray | None  # (N, N) bool, the keys each step could attend to
-    layers: list[str]  # L names of the attention layers
-    traces: dict[str, np.ndarray]  # name -> (N,) per-step diagnostics of the backbone
-    success: bool | None  # info["is_success"] at the episode's end, None when not reported
-    cue_step: int | None
-    decision_step: int | None
-    frames: list[np.ndarray] = dataclasses.field(default_factory=list)  # (H_px, W_px, 3) each
-    # name -> (N, ...) the observations the agent acted on, before observation normalisation:
-    # "obs" for a Box space, the keys of a Dict space
-    observations: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
-    hidden: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # layer -> (N, D)
-    gates: dict[str, str] = dataclasses.field(default_factory=dict)  # trace name -> gate class
-    cue: str | None = None  # what the cue said ("up", "down"), when the env tells
-    # the steps whose observation showed the cue, when the env tells (info["cue_in_view"])
-    cue_sightings: tuple[int, ...] | None = None
-    action_names: list[str] | None = None  # names of the discrete actions, when the env tells
-    info: dict[str, Any] = dataclasses.field(default_factory=dict)  # last scalar of each key
-
-    @property
-    def steps(self) -> int:
-        return int(self.rewards.shape[0])
-
-    @property
-    def gate_names(self) -> list[str]:
-        return [name for name in self.traces if "gate" in name.rsplit("/", 1)[-1]]
-
-    @property
-    def episode_return(self) -> float:
-        return float(self.rewards.sum())
-
-    def action_name(self, step: int) -> str:
-        action = self.actions[step]
-        if self.action_names is not None and action.ndim == 0:
-            return self.action_names[int(action)]
-        return str(action.tolist())
-
-    def fingerprint(self) -> str:
-        """A digest of the observations and actions: equal for byte-identical episodes."""
-        digest = hashlib.sha256()
-        for name in sorted(self.observations):
-            digest.update(name.encode())
-            digest.update(np.ascontiguousarray(self.observations[name]).tobytes())
-        digest.update(np.ascontiguousarray(self.actions).tobytes())
-        return digest.hexdigest()
-
-    def cue_mass_at_decision(self) -> np.ndarray | None:
-        """Attention mass (L,) on the cue step at the decision step, heads averaged; None
-        when the episode has no attention, cue or decision step."""
-        if self.attention is None or self.cue_step is None or self.decision_step is None:
-            return None
-        if not (0 <= self.cue_step <= self.decision_step < self.steps):
-            return None
-        return self.attention[:, :, self.decision_step, self.cue_step].mean(axis=1)
-
-    def sightings_to_decision(self) -> list[int] | None:
-        """The steps up to the decision step whose observation showed the cue; None when the
-        episode has no decision step or the env does not say when the cue was in view."""
-        if self.cue_sightings is None or self.decision_step is None:
-            return None
-        return [s for s in self.cue_sightings if s <= self.decision_step]
-
-    def sightings_mass_at_decision(self) -> tuple[np.ndarray, float] | None:
-        """Attention mass (L,) at the decision step on every step up to it that showed the
-        cue, heads averaged, and what uniform attention would give those steps; None when
-        the episode has no attention or decision step, or the env does not say when the cue
-        was in view.
-
-        :meth:`cue_mass_at_decision` reads the first sighting only; an agent that looks at
-        the cue again (MiniGrid-Memory's agent may) can keep a later look instead."""
-        seen = self.sightings_to_decision()
-        if self.attention is None or self.attendable is None or seen is None:
-            return None
-        assert self.decision_step is not None  # seen is None without it
-        if not 0 <= self.decision_step < self.steps:
-            return None
-        row = self.attention[:, :, self.decision_step, seen]  # (L, H, len(seen))
-        uniform = len(seen) / float(self.attendable[self.decision_step].sum())
-        return row.sum(axis=-1).mean(axis=1), uniform
-
-    def decision_focus(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Where each head looks hardest when the agent decides, and how hard: per layer and
-        head (L, H), how many steps back of the decision step its largest attention weight
-        lies (0: the decision step itself) and that weight (1: all on one step, a saturated
-        softmax). None when the episode has no attention or decision step.
-
-        A head that puts all its weight on the last step or two has learned recency; one
-        that reaches back to where the cue was seen has learned the read-out. A weight near 1
-        also means its softmax passes almost no gradient to the other steps."""
-        if self.attention is None or self.decision_step is None:
-            return None
-        if not 0 <= self.decision_step < self.steps:
-            return None
-        row = self.attention[:, :, self.decision_step, : self.decision_step + 1]  # (L, H, t+1)
-        return self.decision_step - row.argmax(axis=-1), row.max(axis=-1)
-
-    def to_npz(self) -> dict[str, np.ndarray]:
-        """The arrays to save; missing parts are left out, scalars are 0-d arrays (-1: none)."""
-        data: dict[str, np.ndarray] = {
-            "actions": self.actions,
-            "rewards": self.rewards,
-            "values": self.values,
-            "layers": np.array(self.layers, dtype=str),
-            "success": np.array(-1 if self.success is None else int(self.success)),
-            "cue_step": np.array(-1 if self.cue_step is None else self.cue_step),
-            "decision_step": np.array(-1 if self.decision_step is None else self.decision_step),
-            "cue": np.array("" if self.cue is None else self.cue),
-        }
-        if self.cue_sightings is not None:
-            data["cue_sightings"] = np.array(self.cue_sightings, dtype=np.int64)
-        if self.action_probs is not None:
-            data["action_probs"] = self.action_probs
-        if self.action_names is not None:
-            data["action_names"] = np.array(self.action_names, dtype=str)
-        if self.attention is not None and self.attendable is not None:
-            data["attention"] = self.attention
-            data["attendable"] = self.attendable
-        data.update({f"trace/{name}": values for name, values in self.traces.items()})
-        data.update({f"hidden/{name}": values for name, values in self.hidden.items()})
-        data.update(
-            {name if name == "obs" else f"obs/{name}": v for name, v in self.observations.items()}
-        )
-        return data
-
-
-# ---------------------------------------------------------------------------- the backbone
-
-
-def absolute_row(
-    weights: np.ndarray, allowed: np.ndarray, step: int, n_steps: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Map one acting step's attention from key slots to absolute episode steps.
-
-    ``weights`` (H, K) over the K = M + 1 keys of a one-step call (M memory slots, oldest
-    first, then the step itself), ``allowed`` (K,) bool, ``step`` the step's index in its
-    episode. Key k lies ``K - 1 - k`` steps back. Returns the row (H, n_steps) and which
-    steps were attendable (n_steps,). An attendable key before the episode's start means
-    the memory leaked across episodes, which is an error, not something to draw.
-    """
-    n_keys = weights.shape[-1]
-    absolute = step - (n_keys - 1 - np.arange(n_keys))  # (K,) episode step of each key
-    if np.any(allowed & (absolute < 0)):
-        raise RuntimeError(
-            f"step {step} may attend to keys before its episode's start: the memory was not "
-            "cleared at the episode start"
-        )
-    row = np.zeros((weights.shape[0], n_steps), dtype=np.float32)
-    attendable = np.zeros(n_steps, dtype=bool)
-    keep = allowed & (absolute >= 0)
-    row[:, absolute[keep]] = weights[:, keep]
-    attendable[absolute[keep]] = True
-    return row, attendable
-
-
-def attention_layers(backbone: torch.nn.Module) -> dict[int, str] | None:
-    """``id(attention module) -> layer name`` for the TrXL family (gtrxl, trxl_i, trxl), whose
-    layers call Transformer-XL's relative attention once per step over a window of the
-    episode's own steps; None for other backbones.
-
-    The others either have no attention weights (lstm, gru, linear, performer) or attend
-    over keys that are not a plain step window (compressed memories, hashed buckets,
-    adaptive depth), which absolute step indices would misdescribe. A critic with a memory
-    of its own (:class:`txrl.nn.PairedBackbone`) has its layers named ``actor/layer<i>``
-    and ``critic/layer<i>``.
-    """
-    if isinstance(backbone, PairedBackbone):
-        parts = {
-            "actor": attention_layers(backbone.actor),
-            "critic": attention_layers(backbone.critic),
-        }
-        named = {k: f"{part}/{v}" for part, ids in parts.items() for k, v in (ids or {}).items()}
-        return named or None
-    if not isinstance(backbone, TransformerXL):
-        return None
-    return {id(block.attention): f"layer{index}" for index, block in enumerate(backbone.blocks)}
-
-
-def memory_layers(backbone: torch.nn.Module) -> dict[str, torch.nn.Module]:
-    """``layer name -> block`` for backbones built of a ``blocks`` list (the TrXL family and
-    the other layer-memory backbones): ``layer<i>``, or ``actor/layer<i>`` and
-    ``critic/layer<i>`` under a :class:`txrl.nn.PairedBackbone`, the names the backbone's
-    diagnostics use. Empty for backbones without blocks (the recurrent ones)."""
-    found: dict[str, torch.nn.Module] = {}
-    for name, module in backbone.named_modules():
-        parts = name.split(".")
-        if len(parts) >= 2 and parts[-2] == "blocks" and parts[-1].isdigit():
-            prefix = "".join(f"{part}/" for part in parts[:-2])
-            found[f"{prefix}layer{parts[-1]}"] = module
-    return found
-
-
-#: Gate class -> (gate and equation, what 1 and 0 mean), for the sub-layers' mean activation
-#: that :mod:`txrl.nn.gates` reports, read from the declaration of the gate of the class's
-#: name (:data:`txrl.backbones.trxl.GATES`).
-GATE_MEANINGS: dict[type, tuple[str, str]] = {
-    cls: (
-        GATES[name].title,
-        f"1 = {GATES[name].one_means}, 0 = {GATES[name].zero_means}",
-    )
-    for name, cls in gate_classes.GATE_CLASSES.items()
-}
-
-#: Sub-layer gate attribute -> the sub-layer whose output it lets through.
-GATE_SUBLAYERS = {"gate_attention": "after attention (g_MHA)", "gate_mlp": "after MLP (g_MLP)"}
-
-
-def gate_kinds(backbone: torch.nn.Module) -> dict[str, str]:
-    """``trace name -> gate class name`` (``layer0/gate_attention`` -> ``GRUGate``)."""
-    kinds: dict[str, str] = {}
-    for layer, block in memory_layers(backbone).items():
-        for attribute in GATE_SUBLAYERS:
-            gate = getattr(block, attribute, None)
-            if isinstance(gate, gate_classes.Gate):
-                kinds[f"{layer}/{attribute}"] = type(gate).__name__
-    return kinds
-
-
-def _state_norms(state: tuple) -> dict[str, float]:
-    """The norm of each float field of a one-env memory state (an LSTM's h and c, a linear
-    attention's running sums, a window's cached inputs)."""
-    return {
-        f"state/{name}_norm": float(field[0].float().norm())  # env on axis 0
-        for name, field in zip(state._fields, state, strict=True)  # type: ignore[attr-defined]  # a NamedTuple, which plain tuple does not declare _fields of
-        if field.is_floating_point()
-    }
-
 
 # ---------------------------------------------------------------------------- the env
 
@@ -550,9 +316,9 @@ def _play(
         buffer.hidden.append({**hidden, "output": out.output[0, -1].float().cpu().numpy()})
         step_traces = {k: float(v) for k, v in out.stats.items() if v.numel() == 1}
         if layer_of is None:
-            step_traces.update(_state_norms(state))
+            step_traces.update(state_norms(state))
         else:
-            buffer.attention.append(_layer_weights(recorder.calls, layer_of, layers))
+            buffer.attention.append(layer_weights(recorder.calls, layer_of, layers))
         buffer.traces.append(step_traces)
         buffer.values.append(float(value.flatten()[0]))
         if discrete:
@@ -571,17 +337,3 @@ def _play(
 
 def _is_rgb(image: Any) -> bool:
     return isinstance(image, np.ndarray) and image.ndim == 3 and image.shape[2] == 3
-
-
-def _layer_weights(
-    calls: Sequence[Any], layer_of: dict[int, str], layers: list[str]
-) -> tuple[np.ndarray, np.ndarray]:
-    """One acting step's recorded calls -> weights (L, H, K) of env 0 and allowed (K,)."""
-    by_layer = {layer_of[id(call.module)]: call for call in calls if id(call.module) in layer_of}
-    if sorted(by_layer) != sorted(layers) or len(calls) != len(layers):
-        raise RuntimeError(
-            f"expected one attention call per layer ({', '.join(layers)}), got {len(calls)}"
-        )
-    weights = np.stack([by_layer[name].weights[0, :, 0].cpu().numpy() for name in layers])
-    allowed = by_layer[layers[0]].allowed[0, 0].cpu().numpy()
-    return weights, allowed

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from txrl.inspect.episode import EpisodeRecord, InspectError
 from txrl.inspect.plots import CUE_COLOUR, DRAWS, episode_title
-from txrl.inspect.record import EpisodeRecord, InspectError
 from txrl.plotting import figure_class
 
 VIDEO_FPS = 4  # when the env's metadata names no render_fps

@@ -8,7 +8,7 @@ Each learner is one folder, ``txrl/learners/<name>/``:
 * ``loss.py`` (and, for V-MPO, the modules of its multipliers and PopArt): its loss, in torch;
 * ``algorithm.py``: the Stable-Baselines3 algorithm that trains it, on the adapter of
   :mod:`txrl.sb3` (txrl's own learners subclass
-  :class:`~txrl.sb3.common.MemoryOnPolicyAlgorithm`).
+  :class:`~txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`).
 
 The package's ``__init__`` loads only ``settings.py``. The record names its algorithm by
 import path (``"txrl.learners.ppo.algorithm:MemoryPPO"``), so this module, the records and

@@ -27,7 +27,7 @@ class SB3LearnerSettings:
 @dataclass(frozen=True)
 class MemoryLearnerSettings(SB3LearnerSettings):
     """The settings both of txrl's memory learners (MemoryPPO, VMPO) have beyond their loss's:
-    those of :class:`txrl.sb3.common.MemoryOnPolicyAlgorithm`."""
+    those of :class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`."""
 
     aux_loss_coef: dict[str, NonNegativeFloat] | None = None
     """Coefficient per auxiliary loss: those a backbone reports (``span_l1`` of adaptive_span,
@@ -40,8 +40,9 @@ class MemoryLearnerSettings(SB3LearnerSettings):
     cuda_graph: bool = True
     """On a CUDA GPU with a discrete action space, act in rollouts by replaying a CUDA graph
     of the acting step (captured at each rollout's start) instead of launching its kernels
-    one by one: the same computation, about 5x cheaper per step at 64 envs on an H100
-    (``bench/gpu_throughput.py``). No effect on a CPU; ``false``: eager steps."""
+    one by one: the same computation, without the launch cost of a few hundred small kernels
+    per step (``bench/results/gpu_throughput.txt`` times both). No effect on a CPU;
+    ``false``: eager steps."""
 
 
 __all__ = ["CheckFinite", "MemoryLearnerSettings", "SB3LearnerSettings"]

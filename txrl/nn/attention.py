@@ -169,8 +169,8 @@ class RelativeMultiHeadAttention(ParameterCache):
         # (H, D) one-hot of each head's features: per-head products of one step as single
         # batched products over the contiguous (M, D) memory, without splitting it by head.
         # Kept (H, D) so that a query spread over it is row-major: a (B, H, D) operand with
-        # H fastest made MKL's batched product of the scores 6x slower (1.4 ms against 0.23
-        # at M = 1024, B = 8)
+        # H fastest sends MKL's batched product of the scores down a slower path
+        # (bench/results/throughput_changes.md, "eager attention over the memory")
         self.register_buffer(
             "head_features",
             torch.eye(n_heads).repeat_interleave(self.head_dim, dim=1),

@@ -15,8 +15,10 @@ MiniGrid agents do (the BabyAI baselines of Chevalier-Boisvert et al. 2019, "Bab
 Platform to Study the Sample Efficiency of Grounded Language Learning", ICLR, embed each
 cell's codes before their convolutions).
 
-Which spaces are symbolic grids: :func:`is_symbolic_grid`. A memory policy picks this
-extractor by itself for them (:class:`txrl.sb3.policies.MemoryActorCriticPolicy`).
+Which spaces are symbolic grids: :func:`is_symbolic_grid`. A memory policy
+(:class:`txrl.sb3.policies.MemoryActorCriticPolicy`) picks this extractor by itself for
+them (:func:`chosen_extractor`), and for a Dict with a code grid among its entries
+:class:`MemoryCombinedExtractor`, which embeds the grid (:func:`code_grid_settings`).
 
 Also here: :class:`SmallCNN`, the memory policies' encoder of small images, and
 :class:`MemoryCombinedExtractor`, their encoder of dict observations.
@@ -232,3 +234,44 @@ class MemoryCombinedExtractor(BaseFeaturesExtractor):
             ],
             dim=1,
         )
+
+
+def chosen_extractor(
+    space: spaces.Space,
+    given: type[BaseFeaturesExtractor] | None,
+    default: type[BaseFeaturesExtractor],
+) -> type[BaseFeaturesExtractor]:
+    """The features extractor a memory policy builds for ``space`` when its
+    ``features_extractor_class`` is ``given`` (``None``: ``default``, the policy class's
+    own): a MiniGrid-style code grid gets :class:`SymbolicGridExtractor` unless an extractor
+    other than :class:`SmallCNN` was named."""
+    if is_symbolic_grid(space) and given in (None, SmallCNN):
+        return SymbolicGridExtractor
+    return default if given is None else given
+
+
+def code_grid_settings(
+    space: spaces.Space, chosen: type[BaseFeaturesExtractor], settings: dict[str, Any]
+) -> dict[str, Any]:
+    """What a memory policy's SB3 keyword arguments (``settings``) change to so that code
+    grids are read as categories, not pixels; empty when nothing changes. A code grid read
+    by :class:`SymbolicGridExtractor` (``chosen``) is embedded unscaled; a Dict with a code
+    grid among its entries goes to :class:`MemoryCombinedExtractor` (unless another
+    extractor was named), which then scales its pixel images itself, as SB3's
+    ``normalize_images`` says."""
+    if chosen is SymbolicGridExtractor:
+        return {"features_extractor_class": SymbolicGridExtractor, "normalize_images": False}
+    if (
+        isinstance(space, spaces.Dict)
+        and settings.get("features_extractor_class") in (None, MemoryCombinedExtractor)
+        and any(is_symbolic_grid(s) for s in space.spaces.values())
+    ):
+        return {
+            "features_extractor_class": MemoryCombinedExtractor,
+            "normalize_images": False,
+            "features_extractor_kwargs": {
+                "scale_images": settings.get("normalize_images", True),
+                **(settings.get("features_extractor_kwargs") or {}),
+            },
+        }
+    return {}

@@ -1,10 +1,9 @@
 """The rollout's acting step as a CUDA graph: captured once per rollout, replayed every step.
 
 On a GPU, one acting step of a memory policy is a few hundred small kernels (three layers'
-products, the ring buffer's writes, the action head), and launching them costs more than
-running them: at 64 envs, GTrXL 3 x 256, M = 256 on an H100, the eager step took 3.16 ms and
-its replay as a captured graph 0.83 ms (``bench/gpu_throughput.py``, README). A graph
-replays the same kernels on the same buffers, so :class:`GraphedActing` keeps static copies
+products, the ring buffer's writes, the action head), and at a rollout's batch sizes
+launching them can cost more than running them (``bench/gpu_throughput.py`` times the eager
+step against its replay: ``bench/results/gpu_throughput.txt``). A graph replays the same kernels on the same buffers, so :class:`GraphedActing` keeps static copies
 of what the step reads (observation, episode starts, the memory state, advanced in place
 each replay) and hands back copies of what it wrote, so nothing a rollout stores is
 overwritten by the next replay.
@@ -14,8 +13,8 @@ from the same generator state. A graph fixes the addresses it reads. On a GPU th
 the parameters themselves, which keep their addresses (the optimizers update them in place),
 but what it derives from them (the attention's fused weights and positional keys,
 :mod:`txrl.nn.acting.ring`) is rebuilt after an update, and a learner drops it all at the
-start of each rollout, so a learner captures a new graph then (about as much as three eager
-steps) rather than keeping one across updates.
+start of each rollout, so a learner captures a new graph then rather than keeping one
+across updates.
 """
 
 from __future__ import annotations

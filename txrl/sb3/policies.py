@@ -6,6 +6,11 @@ observation -> features extractor -> backbone (memory, shared by actor and criti
 Legend: T steps, B envs, X = T * B transitions, F features, D backbone width.
 The policy uses only the backbone protocol (:mod:`txrl.nn.protocol`); which memory model
 sits inside is a setting (``backbone=...``) with one alias class per built-in choice.
+SB3's ``predict`` with a state comes from :mod:`txrl.sb3.predict`, the ``past_prediction``
+loss from :mod:`txrl.sb3.past_prediction`.
+
+Every class here is pickled by its path ``txrl.sb3.policies.<name>`` when SB3 saves a model
+(its ``policy_class``), so they stay defined in this module.
 """
 
 from __future__ import annotations
@@ -14,12 +19,11 @@ import contextlib
 import inspect
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.distributions import Distribution
 from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.preprocessing import is_image_space, preprocess_obs
+from stable_baselines3.common.preprocessing import preprocess_obs
 from stable_baselines3.common.torch_layers import (
     BaseFeaturesExtractor,
     FlattenExtractor,
@@ -30,18 +34,24 @@ from torch import nn
 
 from txrl.backbones import make_backbone, shared_settings
 from txrl.nn.acting.replica import ACTING_ATTRIBUTES, column_major_replica, forget_acting_cache
-from txrl.nn.acting.sample import parameters_rewritten
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
-from txrl.nn.state import as_state, clone_state
+from txrl.nn.state import clone_state
 from txrl.policy_names import GENERIC_POLICY_NAME, MEMORY_POLICY_NAMES, policy_class_name
 from txrl.sb3.distributions import draw_discrete, draw_discrete_action
 from txrl.sb3.extractors import (
     MemoryCombinedExtractor,
     SmallCNN,
-    SymbolicGridExtractor,
-    is_symbolic_grid,
+    chosen_extractor,
+    code_grid_settings,
 )
+from txrl.sb3.past_prediction import (
+    PAST_PREDICTION_LOSS,
+    past_heads,
+    past_offsets,
+    past_prediction_loss,
+)
+from txrl.sb3.predict import MemoryPredictPolicy
 from txrl.sb3.reconstruction import RECONSTRUCTION_LOSS, ObservationDecoder, reconstructed_entry
 
 #: The children of a policy that its discrete heads run through (``_discrete_heads``)
@@ -57,17 +67,7 @@ CRITIC_MEMORIES = ("shared", "separate")
 BACKBONE_KEYS: tuple[str, ...] = shared_settings()
 
 
-def _past_offsets(offsets: tuple[int, ...] | list[int]) -> tuple[int, ...]:
-    """``predict_past`` as a sorted tuple of distinct ints >= 0 (a clear error otherwise)."""
-    values = tuple(offsets)
-    if any(isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0 for k in values):
-        raise ValueError(f"predict_past must be a list of ints >= 0 (steps back), got {offsets!r}")
-    if len(set(values)) != len(values):
-        raise ValueError(f"predict_past lists an offset twice: {offsets!r}")
-    return tuple(sorted(int(k) for k in values))
-
-
-class MemoryActorCriticPolicy(ActorCriticPolicy):
+class MemoryActorCriticPolicy(MemoryPredictPolicy):
     """Actor-critic with a memory backbone between the features extractor and the heads.
 
     :param backbone: a name from ``txrl.backbone_names()``; the alias classes set a default.
@@ -131,7 +131,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         share_features_extractor: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.predict_past = _past_offsets(predict_past)
+        self.predict_past = past_offsets(predict_past)
         if not isinstance(reconstruct_observation, bool):
             raise ValueError(
                 f"reconstruct_observation must be True or False, got {reconstruct_observation!r}"
@@ -159,27 +159,12 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         given = {key: kwargs.pop(key) for key in BACKBONE_KEYS if key in kwargs}
         default_optimizer = kwargs.get("optimizer_class", torch.optim.Adam) is torch.optim.Adam
         if kwargs.get("optimizer_kwargs") is None and default_optimizer:
-            # SB3's default (Adam, eps 1e-5) with the fused kernel: the same update, about a
-            # tenth off the training pass (bench/throughput.py); safe for the cached keys,
-            # which see the optimizer's steps, fused ones included (txrl.nn.cache)
+            # SB3's default (Adam, eps 1e-5) with the fused kernel: the same update in fewer
+            # kernels (bench/results/throughput_changes.md, "fused Adam"); safe for the cached
+            # keys, which see the optimizer's steps, fused ones included (txrl.nn.cache)
             kwargs["optimizer_kwargs"] = {"eps": 1e-5, "fused": True}
-        if self.encoder_class(observation_space, kwargs.get("features_extractor_class")) is (
-            SymbolicGridExtractor
-        ):  # MiniGrid-style codes are categories, not pixels: embed them, unscaled
-            kwargs.update(features_extractor_class=SymbolicGridExtractor, normalize_images=False)
-        elif (
-            isinstance(observation_space, spaces.Dict)
-            and kwargs.get("features_extractor_class") in (None, MemoryCombinedExtractor)
-            and any(is_symbolic_grid(s) for s in observation_space.spaces.values())
-        ):  # the same for a code grid among Dict entries; the extractor scales pixel images
-            kwargs.update(
-                features_extractor_class=MemoryCombinedExtractor,
-                normalize_images=False,
-                features_extractor_kwargs={
-                    "scale_images": kwargs.get("normalize_images", True),
-                    **(kwargs.get("features_extractor_kwargs") or {}),
-                },
-            )
+        chosen = self.encoder_class(observation_space, kwargs.get("features_extractor_class"))
+        kwargs.update(code_grid_settings(observation_space, chosen, kwargs))
         self.backbone_name = backbone or self.default_backbone
         self.backbone_settings = {k: v for k, v in given.items() if v is not None} | dict(
             backbone_kwargs or {}
@@ -212,10 +197,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         # start the same at a given seed, and a paired on/off study differs only in the loss.
         with torch.random.fork_rng(devices=[]):
             if self.predict_past:
-                # one product for every offset: (..., D) -> (..., K * F)
-                self.past_heads = nn.Linear(
-                    memory_dim, len(self.predict_past) * int(self.features_dim)
-                )
+                self.past_heads = past_heads(memory_dim, self.predict_past, int(self.features_dim))
             if self.reconstruct_observation:
                 self.observation_decoder = ObservationDecoder(self.observation_space, memory_dim)
 
@@ -243,13 +225,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
     ) -> type[BaseFeaturesExtractor]:
         """The features extractor this policy builds for ``observation_space`` when
         ``features_extractor_class`` is ``given`` (``None``: the class's default): MiniGrid-style
-        code grids get :class:`SymbolicGridExtractor` unless another extractor was named."""
-        if is_symbolic_grid(observation_space) and given in (None, SmallCNN):
-            return SymbolicGridExtractor
-        if given is None:
-            parameter = inspect.signature(cls.__init__).parameters.get("features_extractor_class")
-            given = FlattenExtractor if parameter is None else parameter.default
-        return given
+        code grids get :class:`~txrl.sb3.extractors.SymbolicGridExtractor` unless another
+        extractor was named (:func:`txrl.sb3.extractors.chosen_extractor`)."""
+        parameter = inspect.signature(cls.__init__).parameters.get("features_extractor_class")
+        default = FlattenExtractor if parameter is None else parameter.default
+        return chosen_extractor(observation_space, given, default)
 
     @classmethod
     def valid_kwargs(cls) -> list[str]:
@@ -320,7 +300,7 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             own = dict(out.aux_losses)
             memory = self._heads_input(out.output)[0]  # (T, B, D), the actor's memory
             if self.predict_past:
-                own["past_prediction"] = self._past_prediction_loss(memory, x, episode_starts)
+                own[PAST_PREDICTION_LOSS] = self._past_prediction_loss(memory, x, episode_starts)
             if self.reconstruct_observation:
                 own[RECONSTRUCTION_LOSS] = self.observation_decoder.loss(
                     memory.reshape(t * b, -1), obs
@@ -331,29 +311,11 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
     def _past_prediction_loss(
         self, output: torch.Tensor, features: torch.Tensor, episode_starts: torch.Tensor
     ) -> torch.Tensor:
-        """Mean over offsets k and same-episode pairs (t - k, t) of the squared error between
-        head_k(output_t) and the features at t - k, standardised per feature over the batch
-        (so 1 is what predicting the batch mean scores, 0 a perfect prediction, and what
-        varies from step to step, such as which object is in view, is what counts).
-        ``output`` (T, B, D), ``features`` (T, B, F), ``episode_starts`` (T, B); the targets
-        carry no gradient."""
-        t, b, f = features.shape
-        predictions = self.past_heads(output).float().view(t, b, len(self.predict_past), f)
-        flat = features.detach().float().reshape(t * b, f)
-        mean, std = flat.mean(0), flat.std(0, unbiased=False)
-        targets = (features.detach().float() - mean) / (std + 1e-6)  # (T, B, F)
-        episode = torch.cumsum(episode_starts.long(), dim=0)  # (T, B): episode index per env
-        total = predictions.new_zeros(())
-        pairs = predictions.new_zeros(())
-        for i, k in enumerate(self.predict_past):
-            if k >= t:
-                continue
-            same = episode[k:] == episode[: t - k]  # (T - k, B): t - k and t in one episode
-            error = (predictions[k:, :, i] - targets[: t - k]).pow(2).mean(-1)  # (T - k, B)
-            total = total + (error * same).sum()
-            pairs = pairs + same.sum()
-        # no pair (every offset at least T, or episodes shorter than every offset): 0, with a graph
-        return total / pairs.clamp(min=1.0) + 0.0 * predictions.sum()
+        """The ``past_prediction`` loss of the memory output (T, B, D) against the features
+        (T, B, F) (:func:`txrl.sb3.past_prediction.past_prediction_loss`)."""
+        return past_prediction_loss(
+            self.past_heads, self.predict_past, output, features, episode_starts
+        )
 
     def _latent(
         self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, **options: bool
@@ -396,12 +358,6 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         values = self.value_net(latent_vf)
         actions = actions.reshape((-1, *self._action_shape()))
         return actions, values, log_prob, continuous, out
-
-    def _action_shape(self) -> tuple[int, ...]:
-        """The action space's shape (gymnasium allows None; every space SB3 acts in has one)."""
-        shape = self.action_space.shape
-        assert shape is not None
-        return shape
 
     def act_discrete_heads(
         self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, *, trace: bool = True
@@ -491,139 +447,20 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
         values = self.value_net(latent_vf).flatten()
         return values, log_prob, distribution.entropy(), distribution, out
 
-    # ------------------------------------------------------------------ SB3 entry points
+    # ------------------------------------------------------------------ predict
 
-    def forward(
-        self, obs: torch.Tensor, deterministic: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        raise NotImplementedError(
-            "a memory policy needs its memory state: use policy.act(obs, state, episode_starts) or model.predict(obs, state, episode_start)"
-        )
-
-    def predict(
-        self,
-        observation: np.ndarray | dict[str, np.ndarray],
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = False,
-    ) -> tuple[np.ndarray, Any]:
-        """SB3's recurrent ``predict``, one row of the state per observation.
-
-        The state returned is the backbone's own (a NamedTuple of tensors on the policy's
-        device), which SB3's ``evaluate_policy`` passes back unchanged, so a step copies no
-        memory to numpy and back; the next call advances it in place. A tuple of arrays of
-        the same fields (e.g. ``txrl.nn.state.state_to_numpy`` of a state, saved and loaded)
-        is accepted too. Only the actor's head runs (no value, no log-probability), except
-        with ``compile_step``, where a discrete action comes from the acting step's heads in
-        its one compiled call (cheaper than a second call for the actor); a vector
-        observation batch or a discrete action goes the short way round SB3's generic
-        conversions, with the same results. With ``critic_memory="separate"`` the critic's
-        memory is stepped too, so the state returned stays one whole state (usable by
-        :meth:`act` as well), at the cost of its backbone.
-
-        Weights: each call acts with the weights the policy has now. What the acting step
-        derives from them (column-major copies, the attention's fused weights and positional
-        keys) follows optimizer steps, loads and in-place writes by itself
-        (:mod:`txrl.nn.cache`); a write through ``p.data`` (an EMA, a perturbation, SB3's
-        ``polyak_update``), which no version counter records, is noticed by a sample of the
-        parameters' values that each call compares (one element of each parameter, its
-        largest in magnitude: :mod:`txrl.nn.acting.sample`). That sees every write that
-        rewrites a whole tensor or clamps it, not one that changes other elements only:
-        after such a write, call :meth:`on_parameters_changed`.
-
-        The state is data, as in sb3-contrib's ``RecurrentPPO.predict``, whose LSTM state
-        stays as the weights that computed it left it: after a weight change, the memory
-        passed in keeps its layer inputs and the keys and values computed from them with the
-        old weights, and only the new step is computed with the new weights. To act from the
-        memory as the new weights would have computed its keys and values, pass
-        ``policy.backbone.refresh_state(state)`` (what the learners do at each rollout start).
-        """
-        if self.training:
-            self.set_training_mode(False)
-        if parameters_rewritten(self):  # a write through .data, or the first call: derive anew
-            self.on_parameters_changed()
-        device = self._acting_device()
-        with torch.inference_mode():
-            # the observation and flags made here are inference tensors, which the compiled
-            # step takes without a copy; the state is the caller's (or a fresh plain one)
-            obs, vectorized = self._observation_tensor(observation, device)
-            n_envs = next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]
-            starts = self._episode_start_tensor(episode_start, n_envs, device)
-        memory = self._predict_state(state, n_envs)
-        with torch.inference_mode():
-            if isinstance(self.action_space, spaces.Discrete) and getattr(
-                self.backbone, "compiles_step", False
-            ):
-                # the acting step's heads, in its one compiled call (eager: the actor alone)
-                log_probs, _, out = self.act_discrete_heads(obs, memory, starts, trace=False)
-                actions = draw_discrete(log_probs, deterministic)
-            else:
-                latent, out = self._memory_output(obs, memory, starts[None], acting=True)
-                actions = self._actor_actions(latent, deterministic)
-        # kept past nn.Module's __setattr__ (which checks parameters, buffers and modules)
-        self.__dict__["_last_predicted_state"] = out.state
-        actions_np = actions.cpu().numpy().reshape((-1, *self._action_shape()))
-        if isinstance(self.action_space, spaces.Box):
-            if self.squash_output:
-                actions_np = self.unscale_action(actions_np)
-            else:
-                actions_np = np.clip(actions_np, self.action_space.low, self.action_space.high)
-        if not vectorized:
-            actions_np = actions_np.squeeze(axis=0)
-        return actions_np, out.state
-
-    def _acting_device(self) -> torch.device:
-        """The policy's device: that of the actor head's weight (every module of a policy is
-        on one device), without SB3's ``device`` property's walk over the parameters."""
-        weight = getattr(self.action_net, "weight", None)
-        return weight.device if isinstance(weight, torch.Tensor) else self.device
-
-    def _observation_tensor(
-        self, observation: Any, device: torch.device
-    ) -> tuple[PyTorchObs, bool]:
-        """SB3's ``obs_to_tensor``; a batch (B, *shape) of a non-image Box space becomes a
-        tensor directly (no copy, no transposition check: nothing to transpose)."""
-        space = self.observation_space
-        if (
-            isinstance(observation, np.ndarray)
-            and isinstance(space, spaces.Box)
-            and observation.shape[1:] == space.shape
-            and not is_image_space(space)
+    def _predicted_actions(
+        self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, deterministic: bool
+    ) -> tuple[torch.Tensor, Any]:
+        """``predict``'s step: with ``compile_step``, a discrete action comes from the acting
+        step's heads in its one compiled call; otherwise the actor alone runs."""
+        if isinstance(self.action_space, spaces.Discrete) and getattr(
+            self.backbone, "compiles_step", False
         ):
-            return torch.as_tensor(observation, device=device), True
-        return self.obs_to_tensor(observation)
-
-    def _predict_state(self, state: Any, n_envs: int) -> Any:
-        """The memory ``predict`` steps from: a fresh one for ``state=None``; the state the
-        last call returned as it is (only its batch size checked); anything else checked
-        field by field against an empty state (:func:`txrl.nn.state.as_state`)."""
-        if state is None:
-            return self.initial_state(n_envs)
-        last: Any = getattr(self, "_last_predicted_state", None)  # none before the first call
-        if state is last:
-            held = state[0].shape[0]
-            if held != n_envs:
-                raise ValueError(
-                    f"state holds {held} envs but the observation batch has {n_envs}: pass "
-                    "the state returned for the same number of observations"
-                )
-            return state
-        return as_state(self._state_template(n_envs), state, self.device)
-
-    def _episode_start_tensor(
-        self, episode_start: Any, n_envs: int, device: torch.device
-    ) -> torch.Tensor:
-        """``episode_start`` as a (B,) bool tensor, all False when None; any other number of
-        flags than observations is a ValueError naming both."""
-        if episode_start is None:
-            return torch.zeros(n_envs, dtype=torch.bool, device=device)
-        flags = np.asarray(episode_start)
-        if flags.size != n_envs:
-            raise ValueError(
-                f"episode_start has {flags.size} entries (shape {flags.shape}) but the "
-                f"observation batch has {n_envs}: pass one flag per observation"
-            )
-        return torch.as_tensor(flags.reshape(n_envs), device=device).bool()
+            log_probs, _, out = self.act_discrete_heads(obs, state, episode_starts, trace=False)
+            return draw_discrete(log_probs, deterministic), out.state
+        latent, out = self._memory_output(obs, state, episode_starts[None], acting=True)
+        return self._actor_actions(latent, deterministic), out.state
 
     def _actor_actions(self, latent: torch.Tensor, deterministic: bool) -> torch.Tensor:
         """Actions from the backbone's output (X, D) through the actor alone. A discrete
@@ -635,13 +472,6 @@ class MemoryActorCriticPolicy(ActorCriticPolicy):
             return draw_discrete(self.action_net(latent_pi), deterministic)  # (X, n) -> (X,)
         distribution = self._get_action_dist_from_latent(latent_pi)
         return distribution.get_actions(deterministic=deterministic)
-
-    def _state_template(self, n_envs: int) -> Any:
-        """An empty state of ``n_envs`` envs, kept to check the states given to ``predict``."""
-        cached = getattr(self, "_template", None)
-        if cached is None or cached[0] != n_envs:
-            cached = self._template = (n_envs, self.initial_state(n_envs))
-        return cached[1]
 
 
 class MemoryActorCriticCnnPolicy(MemoryActorCriticPolicy):

@@ -18,10 +18,9 @@ encoder's features, so the encoder cannot make the loss vanish by encoding less.
 - ``codes`` (a MiniGrid-style symbolic view, :func:`txrl.sb3.extractors.is_symbolic_grid`):
   the mirror of the 2x2 convolutions, ending in logits over the :data:`GRID_CODES` codes a
   MiniGrid view can hold in a cell and channel (11 object types, 6 colours, 3 door states);
-  the error is the cross-entropy of the true code. (Logits over all 256 values of the uint8
-  space made the loss cost about 6.7x the rest of a training step: the S13Random recipe, one
-  run alone on the 2-core machine, trained 97 env steps/s with them, 464 with these 11 and 745
-  without the loss.) The codes are categories (object type, colour, state), so a squared
+  the error is the cross-entropy of the true code. (Logits over these codes only, not over
+  all 256 values of the uint8 space, keep the decoder's last layer and the loss a small part
+  of a training step: a view holds no other code.) The codes are categories (object type, colour, state), so a squared
   error on their values would call a key (5) closer to a ball (6) than to a wall (2); the
   cross-entropy treats every wrong code alike, as the embedding of
   :class:`txrl.sb3.extractors.SymbolicGridExtractor` reads them.

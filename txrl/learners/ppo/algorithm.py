@@ -1,7 +1,7 @@
 """MemoryPPO: PPO (Schulman et al. 2017) whose policy carries per-env transformer memory.
 
 The rollout, the memory streams and the segment minibatches come from
-:class:`txrl.sb3.common.MemoryOnPolicyAlgorithm`; this module adds only PPO's loss
+:class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`; this module adds only PPO's loss
 (:func:`txrl.learners.ppo.loss.ppo_loss`), its clip-range and entropy-bonus schedules and its KL
 early stop.
 
@@ -28,8 +28,9 @@ from stable_baselines3.common.utils import FloatSchedule
 
 from txrl.learners.ppo.loss import ppo_loss
 from txrl.learners.ppo.settings import MemoryPPOSettings
+from txrl.sb3.algorithm import MemoryOnPolicyAlgorithm
 from txrl.sb3.buffer import SegmentBatch
-from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm
+from txrl.sb3.checks import CheckFinite
 from txrl.sb3.policies import MemoryActorCriticPolicy
 from txrl.sb3.schedule import setting_argument
 

@@ -64,9 +64,9 @@ class MemoryPPOSettings(PPOLossSettings, MemoryLearnerSettings):
     """Transitions per minibatch (whole segments of ``segment_length`` steps)."""
     n_epochs: PositiveInt = 4
     """Passes over each rollout. Where a decision comes once an episode and must read the
-    memory, more pay: on MiniGrid-MemoryS9, 10 made every seed learn the read-out where 4
-    left about half at chance (``results/minigrid_memory_s9/``), at about twice the cost per
-    env step on a CPU."""
+    memory, more passes can pay, each adding a training pass over the rollout to the cost
+    of an env step (a study of it on MiniGrid-MemoryS9:
+    ``results/minigrid_memory_s9/results.md``)."""
     segment_length: PositiveInt = 32
     """Steps per training segment, each recomputed from the memory its acting steps saw;
     must divide ``n_steps`` and ``batch_size``."""

@@ -3,7 +3,7 @@
 The algorithm is sb3-contrib's, unchanged: PPO with an LSTM in the policy and the value
 function, trained on whole sequences cut at episode starts. A txrl run needs one thing
 more from a learner, the live memory of each env for exact resume (``get_memory`` /
-``set_memory``, as :class:`txrl.sb3.common.MemoryOnPolicyAlgorithm` has): here the LSTM
+``set_memory``, as :class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm` has): here the LSTM
 states of the last step, which sb3-contrib does not save with the model. And, as txrl's
 own learners, ``learn`` leaves no empty ``SB3-<date>`` folder behind
 (:class:`txrl.sb3.logger.FolderlessLogging`).

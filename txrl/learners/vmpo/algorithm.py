@@ -1,7 +1,7 @@
 """V-MPO (Song et al. 2019) with a memory policy, on txrl's shared on-policy machinery.
 
 The rollout, the memory streams and the segment minibatches are those of MemoryPPO
-(:class:`txrl.sb3.common.MemoryOnPolicyAlgorithm`); this module adds V-MPO's loss
+(:class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`); this module adds V-MPO's loss
 (:func:`txrl.learners.vmpo.loss.vmpo_loss`: value regression, E-step over the top half of the
 *whole* batch's advantages, M-step weighted maximum likelihood with a KL trust region),
 its Lagrange multipliers (:mod:`txrl.learners.vmpo.multipliers`), PopArt
@@ -38,8 +38,9 @@ from txrl.learners.vmpo.loss import (
 from txrl.learners.vmpo.multipliers import VMPOMultipliers
 from txrl.learners.vmpo.popart import PopArtValueHead
 from txrl.learners.vmpo.settings import VMPOConfig, VMPOSettings
+from txrl.sb3.algorithm import MemoryOnPolicyAlgorithm
 from txrl.sb3.buffer import MemoryRolloutBuffer, SegmentBatch
-from txrl.sb3.common import CheckFinite, MemoryOnPolicyAlgorithm
+from txrl.sb3.checks import CheckFinite
 from txrl.sb3.policies import MemoryActorCriticPolicy
 from txrl.sb3.schedule import setting_argument
 

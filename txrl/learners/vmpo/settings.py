@@ -87,9 +87,10 @@ class VMPOSettings(VMPOLossSettings, MemoryLearnerSettings):
     learning_rate: PositiveRate = 1e-3
     """Adam step size (``lin_<number>``: from that number linearly to 0 over the budget);
     the Lagrange multipliers are trained by the same optimizer. The paper fixes 1e-4
-    (Sec. 4) for its large-batch, many-learner-step regime; at this library's rollout sizes
-    1e-4 with one pass moved the policy by a KL of ~0 per update and learned nothing on the
-    passive T-maze, 1e-3 with 4 passes learns it (results/vmpo_defaults)."""
+    (Sec. 4) for its large-batch, many-learner-step regime; with this library's smaller
+    rollouts, a step that small and one pass barely move the policy per update, hence the
+    larger step and several passes (``n_epochs``); the study behind this default:
+    ``results/vmpo_defaults/results.md``."""
     n_steps: PositiveInt = 128
     """Steps per env per rollout."""
     batch_size: PositiveInt = 256

@@ -3,22 +3,20 @@
 ``MemoryOnPolicyAlgorithm`` owns the loop (SB3's ``learn``), the rollout with each env's
 memory carried from step to step and from rollout to rollout, the rollout buffer with its
 memory streams, and the minibatch loop over segments. A learner (MemoryPPO, VMPO) supplies
-only its loss (:meth:`MemoryOnPolicyAlgorithm._loss`) and optional hooks around it.
+only its loss (:meth:`MemoryOnPolicyAlgorithm._loss`) and optional hooks around it. What
+it is given (policy, settings, envs, a saved file) is checked by :mod:`txrl.sb3.checks`.
 
 Legend: S steps per segment, G segments per minibatch, X = S * G transitions, B envs.
 """
 
 from __future__ import annotations
 
-import importlib
-import warnings
 from collections import defaultdict
-from typing import Any, ClassVar, Generic, Literal, TypeVar, overload
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.base_class import maybe_make_env
 from stable_baselines3.common.distributions import Distribution
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
@@ -28,6 +26,17 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from txrl.nn.state import clone_state, state_from_numpy, state_to_numpy
 from txrl.sb3.buffer import MemoryDictRolloutBuffer, MemoryRolloutBuffer, SegmentBatch
+from txrl.sb3.checks import (
+    CHECK_FINITE_MODES,
+    CheckFinite,
+    check_finite_step,
+    check_finite_update,
+    check_observation_space,
+    check_policy_kwargs,
+    check_saved_by,
+    class_path,
+    env_with_checked_observations,
+)
 from txrl.sb3.graphs import GraphedActing, graphs_apply
 from txrl.sb3.logger import FolderlessLogging
 from txrl.sb3.policies import POLICY_ALIASES, MemoryActorCriticPolicy
@@ -39,16 +48,7 @@ SelfMemoryAlgorithm = TypeVar("SelfMemoryAlgorithm", bound="MemoryOnPolicyAlgori
 #: loss.
 UpdateT = TypeVar("UpdateT")
 
-SUPPORTED_OBSERVATION_SPACES = (
-    spaces.Box,
-    spaces.Discrete,
-    spaces.MultiDiscrete,
-    spaces.MultiBinary,
-    spaces.Dict,
-)
 SUPPORTED_ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-CHECK_FINITE_MODES = ("raise", "warn", "off")
-CheckFinite = Literal["raise", "warn", "off"]
 
 
 class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[UpdateT]):
@@ -102,8 +102,8 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         device: torch.device | str,
         _init_setup_model: bool,
     ) -> None:
-        _check_policy_kwargs(policy, self.policy_aliases, policy_kwargs)
-        env = _env_with_checked_observations(env, verbose)
+        check_policy_kwargs(policy, self.policy_aliases, policy_kwargs)
+        env = env_with_checked_observations(env, verbose)
         for name, value in (
             ("n_steps", n_steps),
             ("batch_size", batch_size),
@@ -162,9 +162,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
             self._setup_model()
 
     def _setup_model(self) -> None:
-        _check_saved_by(self)
+        check_saved_by(self)
         self._check_action_space()
-        _check_observation_space(self.observation_space)
+        check_observation_space(self.observation_space)
         is_dict = isinstance(self.observation_space, spaces.Dict)
         self.rollout_buffer_class = MemoryDictRolloutBuffer if is_dict else MemoryRolloutBuffer
         super()._setup_model()
@@ -175,7 +175,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 f"segment_length {self.segment_length}: use offsets below {self.segment_length}"
             )
         # saved with the model, so that loading it with another learner's class is named
-        self._saved_by = _class_path(type(self))
+        self._saved_by = class_path(type(self))
 
     def _check_action_space(self) -> None:
         """Hook: refuse an action space the learner's loss cannot train (a clear ValueError)."""
@@ -246,8 +246,8 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         not declare ``graph_capturable``.
 
         A capture that fails is an error, not a fall-back to eager steps: a failed capture
-        leaves torch's CUDA generator unusable in this process (seen on an H100), so eager
-        steps after it would fail too, with a less helpful message."""
+        can leave torch's CUDA generator unusable in this process, so eager steps after it
+        would fail too, with a less helpful message."""
         if not (self.cuda_graph and graphs_apply(policy)):
             return None
         with torch.inference_mode():
@@ -311,10 +311,10 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
 
             new_obs, rewards, dones, infos = env.step(clipped_actions)
-            # a Tuple observation space never gets here (_check_observation_space refuses it)
+            # a Tuple observation space never gets here (check_observation_space refuses it)
             assert not isinstance(new_obs, tuple)
             if self.check_finite != "off":
-                _check_finite_step(self.check_finite, new_obs, rewards, n_steps, self.num_timesteps)
+                check_finite_step(self.check_finite, new_obs, rewards, n_steps, self.num_timesteps)
             self.num_timesteps += env.num_envs
             callback.update_locals(locals())
             if not callback.on_step():
@@ -472,7 +472,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 grad_norm = torch.nn.utils.clip_grad_norm_(
                     self.policy.parameters(), self.max_grad_norm
                 )
-                _check_finite_update(loss, grad_norm, stats, self._n_updates)
+                check_finite_update(loss, grad_norm, stats, self._n_updates)
                 self.policy.optimizer.step()  # the acting caches follow it (txrl.nn.cache)
                 self._after_gradient_step()
             self._n_updates += 1  # epochs started, one cut short included (as SB3's PPO counts)
@@ -499,131 +499,3 @@ def _mean(values: list[torch.Tensor | float]) -> float:
     total = float(torch.stack(tensors).sum()) if tensors else 0.0
     total += sum(v for v in parts if not torch.is_tensor(v))
     return total / len(values)
-
-
-def _check_finite_step(
-    mode: CheckFinite, obs: Any, rewards: np.ndarray, step: int, num_timesteps: int
-) -> None:
-    """Raise or warn (``mode``) if an env emitted a NaN or infinite observation or reward.
-
-    One vectorised ``np.isfinite`` per floating array of the batch; integer observations
-    (images, discrete) cannot be non-finite and are skipped.
-    """
-    arrays = obs.items() if isinstance(obs, dict) else [("", obs)]
-    fields = [(f"observation{f' {key!r}' if key else ''}", np.asarray(a)) for key, a in arrays]
-    fields.append(("reward", np.asarray(rewards)))
-    for name, array in fields:
-        if not np.issubdtype(array.dtype, np.floating) or np.isfinite(array).all():
-            continue
-        per_env = np.isfinite(array.reshape(array.shape[0], -1)).all(axis=1)  # (B,)
-        envs = ", ".join(str(i) for i in np.flatnonzero(~per_env))
-        message = (
-            f"non-finite {name} (NaN or inf) from env {envs} at rollout step {step} "
-            f"(after {num_timesteps} timesteps in all); check the env, or pass "
-            "check_finite='warn' or 'off' to the algorithm to train on regardless"
-        )
-        if mode == "raise":
-            raise ValueError(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-
-
-def _check_finite_update(
-    loss: torch.Tensor,
-    grad_norm: torch.Tensor,
-    stats: dict[str, torch.Tensor],
-    n_updates: int,
-) -> None:
-    """Stop before the optimizer step when the loss or the gradient is NaN or infinite."""
-    if bool(torch.isfinite(loss) & torch.isfinite(grad_norm)):  # one read of the device
-        return
-    terms = ", ".join(f"{k}={float(v):.4g}" for k, v in stats.items())
-    raise FloatingPointError(
-        f"non-finite training update after {n_updates} epochs of training: loss={float(loss.detach()):.4g}, "
-        f"gradient norm={float(grad_norm):.4g} ({terms}). The step was not applied: the "
-        "weights are those of the last good update. Common causes: extreme rewards or "
-        "observations (normalise them, e.g. with SB3's VecNormalize) or a learning rate too large"
-    )
-
-
-def _check_policy_kwargs(
-    policy: str | type[BasePolicy],
-    aliases: dict[str, type[BasePolicy]],
-    policy_kwargs: dict[str, Any] | None,
-) -> None:
-    if isinstance(policy, str):
-        if policy not in aliases:
-            raise ValueError(f"unknown policy {policy!r}; valid policies: {', '.join(aliases)}")
-        policy = aliases[policy]
-    if not isinstance(policy, type) or not issubclass(policy, MemoryActorCriticPolicy):
-        raise ValueError(
-            f"policy must be a txrl memory policy (a MemoryActorCriticPolicy), got {policy!r}"
-        )
-    valid = policy.valid_kwargs()
-    unknown = sorted(set(policy_kwargs or {}) - set(valid))
-    if unknown:
-        raise ValueError(
-            f"unknown policy_kwargs {', '.join(map(repr, unknown))}; valid keys: {', '.join(valid)}"
-        )
-
-
-@overload
-def _env_with_checked_observations(env: GymEnv | str, verbose: int) -> GymEnv: ...
-
-
-@overload
-def _env_with_checked_observations(env: None, verbose: int) -> None: ...
-
-
-def _env_with_checked_observations(env: GymEnv | str | None, verbose: int) -> GymEnv | None:
-    """The env (made from its id, as SB3 would), its observation space checked first: SB3
-    wraps it in a DummyVecEnv, which fails without a useful message on some spaces. None
-    (SB3's ``load`` builds the learner without an env) stays None."""
-    if env is None:
-        return None
-    env = maybe_make_env(env, verbose)
-    _check_observation_space(env.observation_space)
-    return env
-
-
-def _check_observation_space(space: spaces.Space) -> None:
-    """One ValueError naming the first space (or Dict key) no encoder reads, and what is valid."""
-    inner = list(space.spaces.items()) if isinstance(space, spaces.Dict) else [(None, space)]
-    for key, sub in inner:
-        if isinstance(sub, spaces.Dict) or not isinstance(sub, SUPPORTED_OBSERVATION_SPACES):
-            where = "" if key is None else f" at key {key!r} of {space}"
-            if isinstance(sub, spaces.Tuple | spaces.Dict):
-                hint = "flatten it first, e.g. with gymnasium's FlattenObservation"
-            else:  # Graph, Sequence, Text: no fixed shape to stack into a batch
-                hint = "its observations vary in size: encode them as a fixed-size Box in a wrapper"
-            raise ValueError(
-                f"unsupported observation space {sub}{where}; valid: Box "
-                "(vectors or images), Discrete, MultiDiscrete, MultiBinary, or a flat Dict of "
-                f"those; {hint}"
-            )
-
-
-def _class_path(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def _check_saved_by(model: MemoryOnPolicyAlgorithm) -> None:
-    """On ``load``: a model saved by another learner (VMPO's file given to ``MemoryPPO.load``)
-    is one ValueError naming the learner that saved it, not a mismatch of weight names.
-
-    The saving class's ``module:Class`` path is saved with the model (``_saved_by``); loading
-    with that class, a subclass or a base class of it is allowed."""
-    saved = model.__dict__.get("_saved_by")
-    loading = type(model)
-    if saved is None or saved in {_class_path(c) for c in loading.__mro__}:
-        return
-    module, _, name = saved.partition(":")
-    try:
-        saver = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        saver = None
-    if isinstance(saver, type) and issubclass(saver, loading):
-        return
-    raise ValueError(
-        f"this file was saved by {name} ({saved}), not by {loading.__name__}: load it with "
-        f"{name}.load (a {name} file holds {name}'s settings and weights)"
-    )
