@@ -451,3 +451,39 @@ def test_transfer_plays_a_checkpoint_at_other_spans(tmp_path: Path) -> None:
     assert [r["span"] for r in rows] == [3, 5]
     assert all(r["episodes"] == 4 and 0.0 <= r["success_rate"] <= 1.0 for r in rows)
     assert rows[1]["mean_length"] >= 6  # a corridor of 5 cells takes at least 6 steps
+
+
+# ---------------------------------------------------------------------------- popgym_recall
+
+
+def test_popgym_recall_summary_reproduces_the_committed_table(tmp_path: Path) -> None:
+    summary = load("popgym_recall/summary.py")
+    out = tmp_path / "summary.md"
+    summary.main(["--out", str(out)])
+    assert out.read_bytes() == (RESULTS / "popgym_recall" / "summary.md").read_bytes()
+
+
+def test_popgym_recall_summary_labels_an_unfinished_run_and_a_missing_judge(
+    tmp_path: Path,
+) -> None:
+    summary = load("popgym_recall/summary.py")
+    task = tmp_path / "repeat_first_medium"
+    run = task / "runs" / "gtrxl" / "seed_7"
+    run.mkdir(parents=True)
+    shutil.copy(RESULTS / "popgym_recall" / "repeat_first_medium" / "compare.yaml", task)
+    (run / "eval.jsonl").write_text(
+        '{"timesteps": 0, "mean_return": -0.5, "wall_time_s": 1.0}\n'
+        '{"timesteps": 300000, "mean_return": 0.25, "wall_time_s": 600.0}\n'
+    )
+    (task / "training_scalars.csv").write_text(
+        "run,tag,step,value\ngtrxl/seed_7,rollout/ep_rew_mean,1000,-0.4\n"
+        "gtrxl/seed_7,rollout/ep_rew_mean,2000,0.1\ngtrxl/seed_7,train/x,2000,9.0\n"
+    )
+    out = tmp_path / "summary.md"
+    summary.main(["--root", str(tmp_path), "--out", str(out)])
+    row = out.read_text().splitlines()[-1]
+    assert (
+        "| RepeatFirstMedium | gtrxl | 7 | 0.250 (32 episodes), unfinished at 0.30M | 0.100 |"
+        in row
+    )
+    assert "| 10 min |" in row and "1.000 / 1.000 (GRU)" in row
