@@ -16,6 +16,7 @@ import yaml
 
 from tests._runs import TINY, tiny, train_tiny
 from txrl import cli
+from txrl.moved_modules import MOVED_MODULES
 from txrl.run import checkpoint
 
 
@@ -66,7 +67,7 @@ def _saved_before_the_learners_moved(
     from txrl.run.algorithms import algorithm_class
     from txrl.sb3 import buffer
 
-    model = checkpoint.load_model(algorithm_class(algo), path)
+    model = algorithm_class(algo).load(path)
     moved = [buffer.MemoryRolloutBuffer, buffer.MemoryDictRolloutBuffer, VMPOConfig]
     with monkeypatch.context() as patch:
         for cls in moved:
@@ -106,13 +107,29 @@ def test_a_model_saved_before_the_learners_moved_loads_and_evaluates(
     assert cli.main(["train", str(tmp_path / "run.yaml"), "--run-dir", str(run_dir)]) == 0
     final = run_dir / "checkpoints" / "final.zip"
     _saved_before_the_learners_moved(final, algo, monkeypatch)
-    old_names = set(checkpoint.MOVED_MODULES)
-    assert not old_names & set(sys.modules)
-    with pytest.raises(ModuleNotFoundError, match=r"txrl\.rl"):
-        algorithm_class(algo).load(final)  # SB3's own load knows nothing of the move
-    model = checkpoint.load_model(algorithm_class(algo), final)
+    for old in MOVED_MODULES:  # as in a process that never imported an old path
+        monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=r"txrl\.rl\.buffer moved to txrl\.sb3\.buffer"):
+        model = algorithm_class(algo).load(final)  # SB3's own load, as a user calls it
     assert model.rollout_buffer_class.__module__ == "txrl.sb3.buffer"
     if algo == "vmpo":
         assert type(model.vmpo_config).__module__ == "txrl.learners.vmpo.settings"
-    assert not old_names & set(sys.modules)  # the old names are gone again
     assert cli.main(["eval", str(run_dir), "--episodes", "2", "--json"]) == 0
+
+
+def test_an_old_path_imports_the_module_that_holds_its_classes_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+
+    from txrl.sb3 import buffer
+
+    for old in ("txrl.rl", "txrl.rl.buffer"):
+        monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match="import it from there"):
+        old = importlib.import_module("txrl.rl.buffer")
+    assert old is buffer and buffer.__spec__.name == "txrl.sb3.buffer"
+    assert pickle.loads(pickle.dumps(buffer.MemoryRolloutBuffer)) is buffer.MemoryRolloutBuffer
+    with pytest.raises(ModuleNotFoundError, match=r"txrl\.rl\.nothing"):
+        importlib.import_module("txrl.rl.nothing")  # only the moved paths are kept
+    assert importlib.import_module("txrl.sb3.policies").__spec__.name == "txrl.sb3.policies"

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from txrl import moved_modules
+
 __version__ = "0.1.0"
 
 
@@ -69,6 +71,10 @@ def _find_subpackages_of_the_source_tree() -> None:
 
 
 _find_subpackages_of_the_source_tree()
+
+# Modules that moved stay importable under their old paths, so that files an earlier release
+# pickled (saved models, checkpoints) still load.
+moved_modules.install()
 
 _LAZY = {
     "Backbone": "txrl.nn",

@@ -20,7 +20,6 @@ Layout in a run directory::
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import os
 import pickle
@@ -28,10 +27,10 @@ import random
 import re
 import sys
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,6 +41,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper,
 from txrl.config import TrainConfig, dump_yaml
 from txrl.errors import RunError, print_warning
 from txrl.files import atomic_write, fsync_dir
+from txrl.moved_modules import MOVED_MODULES
 from txrl.run.run_files import BEST_CHECKPOINT, CHECKPOINT_DIR, FINAL_CHECKPOINT
 
 RESUME_MEMBER = "txrl/resume.pkl"
@@ -143,53 +143,9 @@ def save_checkpoint(
     atomic_write(path, buffer.getvalue())
 
 
-#: Modules that held classes a checkpoint pickles in earlier releases, by the module that holds
-#: them now, so that checkpoints written before a move still load and resume: the resume
-#: state (:class:`ResumeState`, read by :func:`read_checkpoint`) and SB3's model data, which
-#: pickles the class of the rollout buffer, V-MPO's loss config and whatever else the
-#: algorithm keeps (read by :func:`load_model`). A module whose classes went to several
-#: modules maps to the one holding those a saved model pickles.
-MOVED_MODULES = {
-    "txrl.checkpoint": "txrl.run.checkpoint",
-    "txrl.rl.buffer": "txrl.sb3.buffer",
-    "txrl.rl.vmpo_loss": "txrl.learners.vmpo.settings",  # VMPOConfig
-    "txrl.rl.vmpo_settings": "txrl.learners.vmpo.settings",
-    "txrl.sb3.ppo": "txrl.learners.ppo.algorithm",
-    "txrl.sb3.vmpo": "txrl.learners.vmpo.algorithm",
-    "txrl.sb3.recurrent_ppo": "txrl.learners.recurrent_ppo.algorithm",
-}
-
-
-@contextlib.contextmanager
-def old_module_names() -> Iterator[None]:
-    """While open, each old name of :data:`MOVED_MODULES` imports as the module that holds its
-    classes now (an entry of ``sys.modules``, taken out again on leaving): SB3 reads its model
-    data with cloudpickle, which looks classes up by their module's name and takes no
-    unpickler of ours."""
-    added = {}
-    for old, new in MOVED_MODULES.items():
-        if old not in sys.modules:
-            added[old] = sys.modules[old] = importlib.import_module(new)
-    try:
-        yield
-    finally:
-        for old, module in added.items():
-            if sys.modules.get(old) is module:
-                del sys.modules[old]
-
-
-AlgorithmT = TypeVar("AlgorithmT", bound=BaseAlgorithm)
-
-
-def load_model(algorithm: type[AlgorithmT], path: Path, **kwargs: Any) -> AlgorithmT:
-    """``algorithm.load(path, **kwargs)`` for a checkpoint of any release: the classes its
-    model data pickled under a module that moved since are found (:data:`MOVED_MODULES`)."""
-    with old_module_names():
-        return algorithm.load(path, **kwargs)
-
-
 class _ResumeUnpickler(pickle.Unpickler):
-    """Reads a resume state, finding classes whose module moved (:data:`MOVED_MODULES`)."""
+    """Reads a resume state, finding classes whose module moved (:data:`MOVED_MODULES`) at
+    their new home without the old path's deprecation warning."""
 
     def find_class(self, module: str, name: str) -> Any:
         return super().find_class(MOVED_MODULES.get(module, module), name)
@@ -341,7 +297,6 @@ def import_dynamo_without_litter() -> None:
     (``compile_step``) makes it again when it writes a cache entry. A directory that existed
     before, or one that ``TORCHINDUCTOR_CACHE_DIR`` names, is left alone.
     """
-    import sys
     import tempfile
 
     if "torch._dynamo" in sys.modules or os.environ.get("TORCHINDUCTOR_CACHE_DIR"):

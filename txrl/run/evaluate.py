@@ -29,7 +29,6 @@ from txrl.run.algorithms import algorithm_class
 from txrl.run.checkpoint import (
     CheckpointError,
     import_dynamo_without_litter,
-    load_model,
     read_checkpoint_config,
     read_resume_state,
     resolve_checkpoint,
@@ -140,7 +139,7 @@ __all__ = [
 
 def load_checkpoint_model(checkpoint: Path, config: TrainConfig) -> BaseAlgorithm:
     """The trained model of ``checkpoint`` (made with ``config``), on the config's device."""
-    return load_model(algorithm_class(config.algo), checkpoint, device=config.runtime.device)
+    return algorithm_class(config.algo).load(checkpoint, device=config.runtime.device)
 
 
 def make_checkpoint_eval_env(

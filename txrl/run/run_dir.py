@@ -100,7 +100,6 @@ from txrl.run.checkpoint import (
     atomic_write,
     find_vec_normalize,
     latest_checkpoint,
-    load_model,
     newest_readable_checkpoint,
     periodic_checkpoints,
     periodic_path,
@@ -254,7 +253,7 @@ class Run:
         """The learner of the checkpoint, with its envs, memory and RNG state in place."""
         assert self.checkpoint is not None and self.resume_state is not None
         state = self.resume_state
-        model = load_model(algo, self.checkpoint, env=env, device=self.config.runtime.device)
+        model = algo.load(self.checkpoint, env=env, device=self.config.runtime.device)
         if self.exact_envs:
             model._last_obs = state.last_obs
             model._last_episode_starts = state.last_episode_starts.copy()
