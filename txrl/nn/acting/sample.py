@@ -41,6 +41,10 @@ register_module_parameter_registration_hook(_registered)
 register_module_module_registration_hook(_registered)
 
 
+_data_ptr = torch.Tensor.data_ptr
+_item = np.ndarray.item
+
+
 class ParameterSample:
     """One element of each parameter of a module, compared with the values it had when
     taken (the module docstring says what that sees). The element of a parameter on a CPU
@@ -50,7 +54,7 @@ class ParameterSample:
     def __init__(self, module: nn.Module) -> None:
         self._registrations = _registrations
         self._parameters = tuple(p for p in module.parameters() if p.numel())
-        self._addresses = tuple(p.data_ptr() for p in self._parameters)
+        self._addresses = list(map(_data_ptr, self._parameters))
         # views of each parameter's storage as it is now: they read what is written there
         # later, through .data or not
         self._arrays: list[tuple[np.ndarray, int]] = []  # (a numpy view, its largest element)
@@ -66,17 +70,19 @@ class ParameterSample:
                     elements.append(weight[index].reshape(1))
             self._elements = elements
             self._values = torch.cat(elements) if elements else None
-        self._array_values = [array.item(i) for array, i in self._arrays]
+        self._views = [array for array, _ in self._arrays]
+        self._indices = [i for _, i in self._arrays]
+        self._array_values = list(map(_item, self._views, self._indices))
 
     def unchanged(self) -> bool:
         """Whether the module still has the parameters sampled, where they were, with the
         sampled values."""
         if _registrations != self._registrations:
             return False
-        for p, address in zip(self._parameters, self._addresses, strict=True):
-            if p.data_ptr() != address:
-                return False
-        if [array.item(i) for array, i in self._arrays] != self._array_values:
+        # one C-level pass each (``map`` over unbound methods): this runs at every predict
+        if list(map(_data_ptr, self._parameters)) != self._addresses:
+            return False
+        if list(map(_item, self._views, self._indices)) != self._array_values:
             return False
         if self._values is None:
             return True
