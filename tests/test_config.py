@@ -245,6 +245,35 @@ def test_grid_expansion() -> None:
     assert variants[0].config.budget == 64
 
 
+def test_a_grid_variant_drops_the_base_learner_section_with_null() -> None:
+    config = from_mapping(
+        CompareConfig,
+        {
+            "name": "grid",
+            "base": {"budget": 64, "ppo": {"n_steps": 64, "ent_coef": 0.001}},
+            "seeds": [0],
+            "axes": {
+                "model": {
+                    "gtrxl": {"policy.backbone": "gtrxl"},
+                    "rppo": {
+                        "algo": "recurrent_ppo",
+                        "ppo": None,
+                        "policy.backbone": "lstm",
+                        "recurrent_ppo": {"n_steps": 64, "ent_coef": 0.001},
+                    },
+                }
+            },
+        },
+    )
+    gtrxl, rppo = config.variants()
+    assert gtrxl.config.algo == "ppo" and gtrxl.config.learner_settings.ent_coef == 0.001
+    assert rppo.config.algo == "recurrent_ppo" and rppo.config.learner_settings.n_steps == 64
+    # null is absence only for another learner's section: a section given stays an error
+    with pytest.raises(ConfigError, match="section ppo: is for algo 'ppo'"):
+        TrainConfig.from_dict({"algo": "recurrent_ppo", "ppo": {"n_steps": 64}})
+    assert TrainConfig.from_dict({"algo": "recurrent_ppo", "ppo": None}).algo == "recurrent_ppo"
+
+
 GATES = {"memory": {g: {"policy.gate": g} for g in ("gru", "output", "input")}}
 
 

@@ -90,6 +90,10 @@ LinearDecay = Annotated[
 #: A positive number, or ``lin_<number>`` for one that decays linearly to 0 over the run.
 PositiveRate = PositiveFloat | LinearDecay
 
+#: What a learner does when an env emits a NaN or infinite observation or reward, or a loss
+#: is not finite: raise an error, warn, or check nothing.
+CheckFinite = Literal["raise", "warn", "off"]
+
 _NUMBER = re.compile(r"^[+-]?(\d[\d_]*\.?[\d_]*|\.\d[\d_]*)([eE][+-]?\d+)?$")
 
 

@@ -283,11 +283,13 @@ class TrainConfig:
             problems.append(f"algo must be one of {', '.join(map(repr, names))}, got {algo!r}")
             algo = None
         sections = {name: data.pop(name) for name in names if name in data}
-        for other in sections:
-            if algo is not None and other != algo:
+        for other, section in sections.items():
+            # another learner's section left null counts as absent, so that one variant of a
+            # comparison grid can drop the section its base gives the other variants
+            if algo is not None and other != algo and section is not None:
                 problems.append(
                     f"section {other}: is for algo {other!r} but algo is {algo!r}; "
-                    f"remove it or set algo: {other}"
+                    f"remove it (in a grid's variant: {other}: null) or set algo: {other}"
                 )
         config = _build(cls, data, "", problems)
         if algo is not None:

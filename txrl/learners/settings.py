@@ -8,12 +8,8 @@ settings module: a config is read and checked without torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-from txrl.schema import NonNegativeFloat, PositiveInt
-
-CheckFinite = Literal["raise", "warn", "off"]
-"""What a memory learner does on a NaN/inf observation, reward or loss (see MemoryOnPolicyAlgorithm)."""
+from txrl.schema import CheckFinite, NonNegativeFloat, PositiveInt
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from typing import Any, Literal, overload
+from typing import Any, get_args, overload
 
 import numpy as np
 import torch
@@ -22,6 +22,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv
 
 from txrl.sb3.policies import MemoryActorCriticPolicy
+from txrl.schema import CheckFinite
 
 SUPPORTED_OBSERVATION_SPACES = (
     spaces.Box,
@@ -30,8 +31,7 @@ SUPPORTED_OBSERVATION_SPACES = (
     spaces.MultiBinary,
     spaces.Dict,
 )
-CHECK_FINITE_MODES = ("raise", "warn", "off")
-CheckFinite = Literal["raise", "warn", "off"]
+CHECK_FINITE_MODES = get_args(CheckFinite)
 
 
 def check_finite_step(

@@ -30,9 +30,9 @@ from txrl.learners.ppo.loss import ppo_loss
 from txrl.learners.ppo.settings import MemoryPPOSettings
 from txrl.sb3.algorithm import MemoryOnPolicyAlgorithm
 from txrl.sb3.buffer import SegmentBatch
-from txrl.sb3.checks import CheckFinite
 from txrl.sb3.policies import MemoryActorCriticPolicy
 from txrl.sb3.schedule import setting_argument
+from txrl.schema import CheckFinite
 
 _DEFAULTS = MemoryPPOSettings()  # the constructor's defaults, declared (and documented) there
 # the defaults of settings that may be ``lin_<x>`` schedules, as the constructor takes them

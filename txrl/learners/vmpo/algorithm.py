@@ -40,9 +40,9 @@ from txrl.learners.vmpo.popart import PopArtValueHead
 from txrl.learners.vmpo.settings import VMPOConfig, VMPOSettings
 from txrl.sb3.algorithm import MemoryOnPolicyAlgorithm
 from txrl.sb3.buffer import MemoryRolloutBuffer, SegmentBatch
-from txrl.sb3.checks import CheckFinite
 from txrl.sb3.policies import MemoryActorCriticPolicy
 from txrl.sb3.schedule import setting_argument
+from txrl.schema import CheckFinite
 
 _DEFAULTS = VMPOSettings()  # the constructor's defaults, declared (and documented) there
 # the defaults of settings that may be ``lin_<x>`` schedules, as the constructor takes them
