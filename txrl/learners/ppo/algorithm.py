@@ -41,7 +41,7 @@ _CLIP_RANGE = setting_argument(_DEFAULTS.clip_range)
 _ENT_COEF = setting_argument(_DEFAULTS.ent_coef)
 
 
-def _at(value: float | Schedule, progress: float) -> float:
+def _setting_at_progress(value: float | Schedule, progress: float) -> float:
     """A setting at ``progress`` (SB3's progress remaining): a float, or a schedule of it
     (``lin_<x>`` in a config; ``_setup_model`` makes the clip ranges schedules)."""
     return float(value(progress) if callable(value) else value)
@@ -146,9 +146,13 @@ class MemoryPPO(MemoryOnPolicyAlgorithm[PPOUpdate]):
 
     def _update_settings(self) -> PPOUpdate:
         progress = self._current_progress_remaining
-        clip_range = _at(self.clip_range, progress)
-        clip_range_vf = None if self.clip_range_vf is None else _at(self.clip_range_vf, progress)
-        ent_coef = _at(self.ent_coef, progress)
+        clip_range = _setting_at_progress(self.clip_range, progress)
+        clip_range_vf = (
+            None
+            if self.clip_range_vf is None
+            else _setting_at_progress(self.clip_range_vf, progress)
+        )
+        ent_coef = _setting_at_progress(self.ent_coef, progress)
         self.logger.record("train/clip_range", clip_range)
         if clip_range_vf is not None:
             self.logger.record("train/clip_range_vf", clip_range_vf)
