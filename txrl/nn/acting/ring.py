@@ -42,6 +42,22 @@ from txrl.nn.protocol import BackboneOutput
 # per-call cost is what the compiled step saves)
 _COMPILE_OPTIONS: dict[str, str | int | bool | Callable[..., Any]] = {"cpp_wrapper": True}
 
+# index tensors the eager step reuses, by what they depend on: a few small ops fewer a step
+_INDICES: dict[tuple[Any, ...], torch.Tensor] = {}
+
+
+def _indices(key: tuple[Any, ...], build: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``build()``, an index tensor that depends on ``key`` alone (sizes and the device),
+    made once and reused; made anew each time inside ``torch.compile``, which folds it."""
+    if torch.compiler.is_compiling():
+        return build()
+    found = _INDICES.get(key)
+    if found is None:
+        with torch.inference_mode(False):  # a plain tensor, usable in and out of inference mode
+            found = _INDICES.setdefault(key, build())
+    return found
+
+
 #: a policy's heads applied to the step's output (B, D)
 Head = Callable[[torch.Tensor], tuple[torch.Tensor, ...]]
 #: one layer's fused attention weights: weight (4D, D), bias (4D), positional keys (H, E, K)
@@ -270,7 +286,8 @@ def ring_plan(
     is ``(j - position) mod M``; the step itself is last, at distance 0, always allowed.
     Slots of an earlier episode (or any, when this step starts one) are masked."""
     m = memory_length
-    slots = torch.arange(m, device=start.device)
+    device = start.device
+    slots = _indices(("slots", m, device), lambda: torch.arange(m, device=device))
     slot_index = (slots - position[:, None]).remainder_(m)  # (B, M)
     key_index = F.pad(slot_index, (0, 1), value=m)[:, None]  # (B, 1, M+1)
     keep = valid & ~start[:, None]  # (B, M)
@@ -297,11 +314,16 @@ def write_ring(
     state's fields (those of :class:`~txrl.nn.memory.MemoryState`, in its order), in place,
     and move its position, step and valid slots on."""
     b, depth, m, d = hidden.shape
+    device = start.device
+
+    def first_rows() -> torch.Tensor:  # (B, L): row (b, l, 0) of a (B * L * M, D) field
+        return (
+            torch.arange(b, device=device)[:, None] * (depth * m)
+            + torch.arange(depth, device=device) * m
+        )
+
     # row (b, l, position[b]) of each (B * L * M, D) field, b-major like (B, L) rows
-    offsets = (
-        torch.arange(b, device=start.device)[:, None] * (depth * m)
-        + torch.arange(depth, device=start.device) * m
-    )  # (B, L)
+    offsets = _indices(("ring_rows", b, depth, m, device), first_rows)  # (B, L)
     rows = (offsets + position[:, None]).flatten()  # (B * L,)
     for field, new in ((hidden, new_hidden), (memory_keys, keys), (memory_values, values)):
         if field.is_contiguous():
