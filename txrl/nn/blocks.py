@@ -46,11 +46,17 @@ class BlockSettings(Protocol):
         ...
 
 
+def dropout_layer(p: float) -> nn.Module:
+    """Dropout of rate ``p``, or the identity for ``p`` = 0 (the default): the same output
+    without a dropout call at each step."""
+    return nn.Dropout(p) if p > 0 else nn.Identity()
+
+
 def feed_forward(config: BlockSettings) -> nn.Sequential:
     """The position-wise MLP D -> ff_width -> D with a ReLU (and dropout) in between."""
     d, width = config.d_model, config.ff_width
     return nn.Sequential(
-        nn.Linear(d, width), nn.ReLU(), nn.Dropout(config.dropout), nn.Linear(width, d)
+        nn.Linear(d, width), nn.ReLU(), dropout_layer(config.dropout), nn.Linear(width, d)
     )
 
 
@@ -83,7 +89,7 @@ class PostNormBlock(nn.Module):
         self.norm_attention = nn.LayerNorm(config.d_model)
         self.mlp = feed_forward(config)
         self.norm_mlp = nn.LayerNorm(config.d_model)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = dropout_layer(config.dropout)
 
     def attention_input(self, h: torch.Tensor) -> torch.Tensor:
         return h
@@ -115,7 +121,7 @@ class GatedBlock(nn.Module):
         self.norm_mlp = nn.LayerNorm(config.d_model)
         self.mlp = feed_forward(config)  # f
         self.gate_mlp = make_gate(gate, config.d_model, gate_bias)  # g_MLP
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = dropout_layer(config.dropout)
 
     def attention_input(self, h: torch.Tensor) -> torch.Tensor:
         # LayerNorm([StopGrad(M), E]) of eq. (10): memory and new steps are normalised alike
@@ -161,7 +167,7 @@ class PreNormBlock(nn.Module):
         self.attention = attention
         self.norm_mlp = nn.LayerNorm(config.d_model)
         self.mlp = feed_forward(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = dropout_layer(config.dropout)
         self.activation = nn.ReLU() if output_relu else nn.Identity()
 
     def attention_input(self, h: torch.Tensor) -> torch.Tensor:
