@@ -136,3 +136,35 @@ def test_a_resumed_run_keeps_counting_wall_clock_from_an_older_checkpoint(tmp_pa
     log = [json.loads(line) for line in (run_dir / EVAL_LOG).read_text().splitlines()]
     assert [e["timesteps"] for e in log] == [0, 64, 128]
     assert 1000.0 <= log[-1]["wall_time_s"] <= 1000.0 + took
+
+
+def test_resume_restarts_envs_pickled_by_an_older_version_of_their_class() -> None:
+    """A checkpoint's envs are reused only where they hold what the env's code builds now;
+    one pickled before its class gained an attribute (here the T-maze without ``min_length``,
+    which its ``reset`` reads) is replaced by new envs instead of failing at an episode end."""
+    import cloudpickle
+    import numpy as np
+
+    from txrl.run.checkpoint import ResumeState
+    from txrl.run.envs import make_envs, restore_envs
+
+    config = tiny_config()
+
+    def state_of(strip: str | None) -> ResumeState:
+        vec = make_envs(config, config.env.n_envs, config.seed)
+        vec.reset()
+        if strip is not None:
+            for env in vec.envs:  # type: ignore[attr-defined]
+                delattr(env.unwrapped, strip)
+        envs = cloudpickle.dumps(vec.envs)  # type: ignore[attr-defined]
+        vec.close()
+        starts = np.zeros(config.env.n_envs, dtype=bool)
+        return ResumeState(0, None, starts, None, {}, envs, None)
+
+    restored, exact = restore_envs(config, state_of(None))
+    assert exact
+    restored.close()
+    restored, exact = restore_envs(config, state_of("min_length"))
+    assert not exact
+    restored.reset()  # the new envs reset without the AttributeError the old ones raise
+    restored.close()

@@ -109,13 +109,33 @@ def make_eval_env(
     return env
 
 
+def _holds_what_is_built_now(restored: gym.Env, fresh: gym.Env) -> bool:
+    """Whether an env unpickled from a checkpoint has the classes and every attribute that
+    this code's constructors give ``fresh`` (each wrapper and the env inside): an env pickled
+    by an older version of its class may lack an attribute its methods now read."""
+    while True:
+        if type(restored) is not type(fresh) or not vars(fresh).keys() <= vars(restored).keys():
+            return False
+        if not isinstance(fresh, gym.Wrapper) or not isinstance(restored, gym.Wrapper):
+            return True
+        restored, fresh = restored.env, fresh.env
+
+
 def restore_envs(config: TrainConfig, state: ResumeState) -> tuple[VecEnv, bool]:
-    """Training envs for a resumed run, and whether their exact state was restored."""
+    """Training envs for a resumed run, and whether their exact state was restored: the
+    checkpoint's envs where they unpickle and match what this code builds, otherwise new
+    ones (new episodes; the run goes on from the checkpoint's step)."""
     env: VecEnv | None = None
     if state.envs is not None and config.env.vec_env == "dummy":
         with contextlib.suppress(Exception):
             envs = pickle.loads(state.envs)
-            env = DummyVecEnv([_returning(e) for e in envs])
+            built = make_envs(config, 1, config.seed)
+            try:
+                fresh = built.envs[0]  # type: ignore[attr-defined]  # a DummyVecEnv
+                if all(_holds_what_is_built_now(e, fresh) for e in envs):
+                    env = DummyVecEnv([_returning(e) for e in envs])
+            finally:
+                built.close()
     exact = env is not None
     if env is None:
         env = make_envs(
