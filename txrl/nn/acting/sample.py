@@ -57,21 +57,23 @@ class ParameterSample:
         self._addresses = list(map(_data_ptr, self._parameters))
         # views of each parameter's storage as it is now: they read what is written there
         # later, through .data or not
-        self._arrays: list[tuple[np.ndarray, int]] = []  # (a numpy view, its largest element)
+        self._views: list[np.ndarray] = []  # numpy views of the parameters on a CPU
+        self._indices: list[int] = []  # each view's largest element (flat, row-major)
         elements: list[torch.Tensor] = []  # one-element tensor views
         with torch.no_grad():
             for p in self._parameters:
                 weight = p.detach()
                 largest = int(weight.abs().argmax())  # flat index, in row-major order
                 try:
-                    self._arrays.append((weight.numpy(), largest))
+                    view = weight.numpy()
                 except (RuntimeError, TypeError):  # not on a CPU, or a dtype numpy lacks
                     index = torch.unravel_index(torch.tensor(largest), weight.shape)
                     elements.append(weight[index].reshape(1))
+                else:
+                    self._views.append(view)
+                    self._indices.append(largest)
             self._elements = elements
             self._values = torch.cat(elements) if elements else None
-        self._views = [array for array, _ in self._arrays]
-        self._indices = [i for _, i in self._arrays]
         self._array_values = list(map(_item, self._views, self._indices))
 
     def unchanged(self) -> bool:
