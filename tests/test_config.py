@@ -274,6 +274,31 @@ def test_a_grid_variant_drops_the_base_learner_section_with_null() -> None:
     assert TrainConfig.from_dict({"algo": "recurrent_ppo", "ppo": None}).algo == "recurrent_ppo"
 
 
+def test_a_grid_variant_given_a_whole_section_updates_the_base_section() -> None:
+    base = {"budget": 64, "env": {"id": "txrl/TMaze-v0", "n_envs": 4, "kwargs": {"length": 5}}}
+    config = from_mapping(
+        CompareConfig,
+        {
+            "name": "grid",
+            "base": base,
+            "seeds": [0],
+            "axes": {
+                "inputs": {
+                    "pa": {"env": {"previous_action_reward": True}},
+                    "plain": {"env": {"kwargs": {}}},
+                }
+            },
+        },
+    )
+    pa, plain = (v.config.env for v in config.variants())
+    # the base's id, n_envs and kwargs stay; only the key the variant names changes
+    assert (pa.id, pa.n_envs, pa.kwargs, pa.previous_action_reward) == (
+        "txrl/TMaze-v0", 4, {"length": 5}, True
+    )
+    # a key inside the section is set as given: an empty kwargs mapping clears them
+    assert (plain.id, plain.n_envs, plain.kwargs) == ("txrl/TMaze-v0", 4, {})
+
+
 GATES = {"memory": {g: {"policy.gate": g} for g in ("gru", "output", "input")}}
 
 

@@ -109,7 +109,11 @@ class CompareConfig:
     seeds: tuple[NonNegativeInt, ...] = (0, 1, 2)
     """Seeds run for every variant."""
     axes: dict[str, Any] = field(default_factory=dict)
-    """Axis name -> list of values (the name is a dotted key) or mapping label -> overrides."""
+    """Axis name -> list of values (the name is a dotted key) or mapping label -> overrides.
+
+    A mapping given for a whole section (``env: {n_envs: 4}``) updates the base's section
+    key by key, as the dotted keys (``env.n_envs: 4``) would.
+    """
     metric: Literal["success_rate", "mean_return"] = "success_rate"
     """Evaluation metric the results and plots summarise."""
     score: Literal["final", "mean"] = "final"
@@ -149,7 +153,7 @@ class CompareConfig:
                 for key, value in overrides.items():
                     if key == "seed" or key.startswith("seed."):
                         raise ConfigError("an axis cannot set seed; list the seeds under seeds:")
-                    set_dotted(data, key, deep_copy(value))
+                    _apply_override(data, key, deep_copy(value))
             labels = tuple((axis, label) for axis, label, _ in combo)
             data["seed"] = 0
             name = "__".join(label for _, label in labels) or "base"
@@ -184,6 +188,22 @@ class CompareConfig:
                 f"reference.scores must score at least 3 labels of axis {axis} "
                 f"(Kendall's tau needs 3), got {len(self.reference.scores)}"
             )
+
+
+def _apply_override(data: dict[str, Any], key: str, value: Any) -> None:
+    """Set one override of a grid cell; a mapping given for a whole section updates it.
+
+    ``env: {previous_action_reward: true}`` then changes that key and keeps the base's
+    ``env.id``, as ``env.previous_action_reward: true`` does, instead of replacing the section
+    and dropping every key the base set there. Inside a section each key is set as given, so
+    ``env: {kwargs: {}}`` still clears the constructor's arguments; ``null`` replaces.
+    """
+    section = data.get(key) if "." not in key else None
+    if isinstance(value, Mapping) and isinstance(section, dict):
+        for sub, sub_value in value.items():
+            set_dotted(section, str(sub), sub_value)
+    else:
+        set_dotted(data, key, value)
 
 
 def _axis_cells(axis: str, spec: Any) -> list[tuple[str, str, dict[str, Any]]]:
