@@ -487,3 +487,21 @@ def test_popgym_recall_summary_labels_an_unfinished_run_and_a_missing_judge(
         in row
     )
     assert "| 10 min |" in row and "1.000 / 1.000 (GRU)" in row
+
+
+def test_count_answers_scores_every_answer_of_whole_episodes(tmp_path: Path) -> None:
+    """``results/popgym_recall/count_answers.py`` reads each right count off the observations;
+    the script checks each against the env's reward, so a misread count fails here."""
+    from tests._runs import train_tiny
+
+    answers = load("popgym_recall/count_answers.py")
+    run_dir = train_tiny(
+        tmp_path, env={"id": "txrl/popgym-CountRecallEasy-v0", "n_envs": 2}, budget=64
+    )
+    data = answers.play(run_dir, 3)
+    assert len(data["step"]) == 3 * 51  # three whole episodes of 51 answers
+    assert sorted(set(data["step"].tolist())) == list(range(51))
+    assert ((data["count"] >= 0) & (data["count"] <= data["step"] + 1)).all()
+    out = tmp_path / "answers.md"
+    answers.main([str(run_dir), "--episodes", "2", "--out", str(out)])
+    assert "102 answers" in out.read_text()
