@@ -1,4 +1,4 @@
-"""The POPGym recall studies in one table: final greedy return and MMER beside the paper's.
+"""The POPGym recall and counting studies in one table: final greedy return and MMER beside the paper's.
 
     python results/popgym_recall/summary.py --out results/popgym_recall/summary.md
 
@@ -37,6 +37,7 @@ PAPER = {
     "repeat_previous_medium": ("RepeatPreviousMedium", -0.315, 0.789, "LMU"),
     "repeat_first_medium": ("RepeatFirstMedium", 1.000, 1.000, "GRU"),
     "repeat_first_hard": ("RepeatFirstHard", 0.940, 0.969, "IndRNN"),
+    "count_recall_easy": ("CountRecallEasy", 0.177, 0.509, "LSTM"),
 }
 
 
