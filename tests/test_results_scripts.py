@@ -502,6 +502,8 @@ def test_count_answers_scores_every_answer_of_whole_episodes(tmp_path: Path) -> 
     assert len(data["step"]) == 3 * 51  # three whole episodes of 51 answers
     assert sorted(set(data["step"].tolist())) == list(range(51))
     assert ((data["count"] >= 0) & (data["count"] <= data["step"] + 1)).all()
+    # the card just dealt is part of the count when it has the queried colour
+    assert (data["count"][data["queried_now"]] >= 1).all()
     out = tmp_path / "answers.md"
     answers.main([str(run_dir), "--episodes", "2", "--out", str(out)])
     assert "102 answers" in out.read_text()

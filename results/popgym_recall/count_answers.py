@@ -9,7 +9,8 @@ colour have been dealt up to and including step t (0-26). Each run's final check
 ``--episodes`` greedy episodes on its judging seeds (those of ``txrl eval``), and every answer
 is scored against the count read off the observations (the first two one-hot features are the
 dealt colour, the next two the queried colour), checked against the env's own reward. Written per run: the share of right answers
-and the mean absolute error by step, the share of answers off by one, and, for comparison,
+and the mean absolute error by step, the share of answers off by one, below and above the
+count, right answers when the card just dealt has the queried colour and when not, and, for comparison,
 what the step-count guess round((t+1)/2) and the exact count would score on the same episodes.
 """
 
@@ -28,7 +29,8 @@ BUCKETS = ((0, 9), (10, 19), (20, 29), (30, 39), (40, 50))
 
 
 def play(run: Path, episodes: int) -> dict[str, np.ndarray]:
-    """Per answer of ``episodes`` greedy episodes: its step, the right count and the answer."""
+    """Per answer of ``episodes`` greedy episodes: its step, the right count, the answer and
+    whether the card just dealt has the queried colour (then it is part of the count)."""
     checkpoint = resolve_checkpoint(run)
     config = read_checkpoint_config(checkpoint)
     if "CountRecallEasy" not in config.env.id:
@@ -40,8 +42,8 @@ def play(run: Path, episodes: int) -> dict[str, np.ndarray]:
     state, starts = None, np.ones(n, dtype=bool)
     dealt = [[0, 0] for _ in range(n)]
     step = np.zeros(n, dtype=int)
-    steps, counts, answers = [], [], []
-    playing: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
+    steps, counts, answers, queried_now = [], [], [], []
+    playing: list[list[tuple[int, int, int, bool]]] = [[] for _ in range(n)]
     finished = 0
     while finished < episodes:
         flat = np.asarray(obs, dtype=np.float64).reshape(n, -1)
@@ -49,11 +51,12 @@ def play(run: Path, episodes: int) -> dict[str, np.ndarray]:
             dealt[i][int(flat[i, 0:2].argmax())] += 1
         action, state = model.predict(obs, state=state, episode_start=starts, deterministic=True)
         for i in range(n):
-            count = dealt[i][int(flat[i, 2:4].argmax())]
-            playing[i].append((int(step[i]), count, int(np.asarray(action[i]).item())))
+            query = int(flat[i, 2:4].argmax())
+            now = query == int(flat[i, 0:2].argmax())
+            playing[i].append((int(step[i]), dealt[i][query], int(np.asarray(action[i]).item()), now))
         obs, rewards, dones, _ = env.step(action)
         for i in range(n):
-            _, count, answer = playing[i][-1]
+            _, count, answer, _ = playing[i][-1]
             if (rewards[i] > 0) != (answer == count):
                 raise SystemExit(
                     f"{run}: the count read off the observations ({count}) disagrees with the "
@@ -62,20 +65,26 @@ def play(run: Path, episodes: int) -> dict[str, np.ndarray]:
         step += 1
         for i in np.flatnonzero(dones):
             if finished < episodes:  # whole episodes only, the first ``episodes`` to end
-                for at, count, answer in playing[i]:
+                for at, count, answer, now in playing[i]:
                     steps.append(at)
                     counts.append(count)
                     answers.append(answer)
+                    queried_now.append(now)
                 finished += 1
             playing[i], dealt[i], step[i] = [], [0, 0], 0
         starts = dones.astype(bool)
     env.close()
-    return {"step": np.array(steps), "count": np.array(counts), "answer": np.array(answers)}
+    return {
+        "step": np.array(steps),
+        "count": np.array(counts),
+        "answer": np.array(answers),
+        "queried_now": np.array(queried_now, dtype=bool),
+    }
 
 
 def report(name: str, data: dict[str, np.ndarray]) -> list[str]:
     """Markdown lines for one run."""
-    step, count, answer = data["step"], data["count"], data["answer"]
+    step, count, answer, now = data["step"], data["count"], data["answer"], data["queried_now"]
     right = answer == count
     error = np.abs(answer - count)
     guess = np.rint((step + 1) / 2) == count
@@ -86,6 +95,11 @@ def report(name: str, data: dict[str, np.ndarray]) -> list[str]:
         f"{(error == 1).mean():.3f} off by one, mean absolute error {error.mean():.2f}; "
         f"the step-count guess would be right on {guess.mean():.3f} "
         f"(return {2 * guess.mean() - 1:.3f}).",
+        "",
+        f"Answers below the count: {(answer < count).mean():.3f}, above it: "
+        f"{(answer > count).mean():.3f}. Right when the card just dealt has the queried colour "
+        f"(it is part of the count): {right[now].mean():.3f} of {now.sum()}; when not: "
+        f"{right[~now].mean():.3f} of {(~now).sum()}.",
         "",
         "| steps | answers | right | off by one | mean abs. error | step-count guess right |",
         "|---|---|---|---|---|---|",
