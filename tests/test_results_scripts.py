@@ -400,12 +400,20 @@ def test_attention_probe_plays_an_episode_and_counts_moves(s9_model: MemoryPPO) 
 
 
 def _reach_run(
-    folder: Path, span: int, memory: str, seed: int, budget: int, evals: list[tuple[int, float]]
+    folder: Path,
+    span: int,
+    memory: str,
+    seed: int,
+    budget: int,
+    evals: list[tuple[int, float]],
+    min_length: int | None = None,
 ) -> None:
-    run_dir = folder / f"span_{span}" / "runs" / memory / f"seed_{seed}"
+    study = f"span_{span}" if min_length is None else f"tmaze_{span}"
+    run_dir = folder / study / "runs" / memory / f"seed_{seed}"
     run_dir.mkdir(parents=True)
+    kwargs = {"length": span} if min_length is None else {"length": span, "min_length": min_length}
     (run_dir / "config.yaml").write_text(
-        yaml.safe_dump({"budget": budget, "env": {"kwargs": {"length": span}}})
+        yaml.safe_dump({"budget": budget, "env": {"kwargs": kwargs}})
     )
     lines = [
         json.dumps({"timesteps": t, "success_rate": s, "wall_time_s": 60.0 * (i + 1)})
@@ -420,6 +428,7 @@ def test_reach_curve_reads_each_run_and_writes_its_table_and_plot(tmp_path: Path
     _reach_run(studies, 100, "gtrxl", 0, 1000, [(0, 0.5), (400, 0.95), (600, 1.0)])
     _reach_run(studies, 100, "lstm", 0, 1000, [(0, 0.5), (1000, 0.44)])
     _reach_run(studies, 1000, "gtrxl", 0, 5000, [(0, 0.0), (2000, 0.53)])
+    _reach_run(studies, 1000, "gtrxl", 1, 5000, [(0, 0.0), (800, 1.0)], min_length=100)
     out = tmp_path / "out"
     assert curve.main([str(studies), "--out", str(out)]) == 0
     runs = {(r.span, r.memory): r for r in curve.read_runs(studies)}
@@ -427,12 +436,16 @@ def test_reach_curve_reads_each_run_and_writes_its_table_and_plot(tmp_path: Path
     assert runs[(100, "gtrxl")].finished and runs[(100, "lstm")].finished
     assert runs[(100, "lstm")].steps_to_threshold is None and runs[(100, "lstm")].best == 0.5
     assert not runs[(1000, "gtrxl")].finished
+    # a recipe's run, trained on corridors from 100 cells, is a line apart from the span's own
+    recipe = runs[(1000, "gtrxl, trained from 100 cells")]
+    assert recipe.seed == 1 and recipe.steps_to_threshold == 800 and recipe.finished
     table = (out / "reach.md").read_text()
     assert "| 100 | gtrxl | 0 | 1.00 | 1.00 | 400 |" in table
     assert "| 1000 | gtrxl | 0 | 0.53 (unfinished) |" in table
     assert "never" in table
+    assert "| 1000 | gtrxl, trained from 100 cells | 1 | 1.00 | 1.00 | 800 |" in table
     assert (out / "reach.png").stat().st_size > 0
-    assert len((out / "reach.csv").read_text().splitlines()) == 4
+    assert len((out / "reach.csv").read_text().splitlines()) == 5
 
 
 def test_transfer_plays_a_checkpoint_at_other_spans(tmp_path: Path) -> None:

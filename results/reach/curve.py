@@ -2,9 +2,10 @@
 
     python results/reach/curve.py results/reach --out results/reach
 
-Reads every ``span_*`` study folder under the given folder (each a ``txrl compare`` output
-copied by ``results/collect_study.py``: ``compare.yaml`` and ``runs/<memory>/seed_<s>/``
-with ``config.yaml`` and ``eval.jsonl``) and writes, for each memory and span:
+Reads every ``span_*`` and ``tmaze_*`` study folder under the given folder (each a
+``txrl compare`` output copied by ``results/collect_study.py``: ``compare.yaml`` and
+``runs/<memory>/seed_<s>/`` with ``config.yaml`` and ``eval.jsonl``) and writes, for each
+memory and span:
 
 * ``reach.md``: the last and the best greedy success of each run, the first evaluation at or
   above the threshold (steps to 0.9), the env steps trained and the wall-clock;
@@ -13,7 +14,10 @@ with ``config.yaml`` and ``eval.jsonl``) and writes, for each memory and span:
   0.9 against the span, a line per memory.
 
 The span of a run is its config's ``env.kwargs.length`` (the corridor's cells: the cue is
-carried ``length + 1`` steps to the decision).
+carried ``length + 1`` steps to the decision). A run trained on corridors of
+``env.kwargs.min_length`` to ``length`` cells (a recipe's study, judged on ``length`` cells
+only) is a line of its own, "<memory>, trained from <min_length> cells", beside the runs
+trained on their span alone.
 """
 
 from __future__ import annotations
@@ -67,9 +71,13 @@ def read_run(run_dir: Path) -> Run | None:
         return None
     successes = [float(e["success_rate"]) for e in entries]
     reached = next((int(e["timesteps"]) for e in entries if e["success_rate"] >= THRESHOLD), None)
+    kwargs = config["env"]["kwargs"]
+    memory = run_dir.parent.name
+    if kwargs.get("min_length") is not None:
+        memory = f"{memory}, trained from {int(kwargs['min_length'])} cells"
     return Run(
-        memory=run_dir.parent.name,
-        span=int(config["env"]["kwargs"]["length"]),
+        memory=memory,
+        span=int(kwargs["length"]),
         seed=int(run_dir.name.removeprefix("seed_")),
         budget=int(config["budget"]),
         steps=int(entries[-1]["timesteps"]),
@@ -81,9 +89,11 @@ def read_run(run_dir: Path) -> Run | None:
 
 
 def read_runs(folder: Path) -> list[Run]:
-    """Every run of every ``span_*`` study under ``folder``, by span, memory and seed."""
+    """Every run of every ``span_*`` and ``tmaze_*`` study under ``folder``, by span, memory
+    and seed."""
     runs = []
-    for run_dir in sorted(folder.glob("span_*/runs/*/seed_*")):
+    run_dirs = [*folder.glob("span_*/runs/*/seed_*"), *folder.glob("tmaze_*/runs/*/seed_*")]
+    for run_dir in sorted(run_dirs):
         run = read_run(run_dir)
         if run is not None:
             runs.append(run)
@@ -128,7 +138,7 @@ def plot(runs: list[Run], path: Path) -> None:
     """``reach.png``: success and steps to 0.9 against the span, a line per memory."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(9.0, 3.6), layout="constrained")
+    fig = Figure(figsize=(10.0, 4.2), layout="constrained")
     success_ax, steps_ax = fig.subplots(1, 2)
     for memory in sorted({r.memory for r in runs}):
         mine = [r for r in runs if r.memory == memory]
@@ -162,14 +172,14 @@ def plot(runs: list[Run], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("folder", type=Path, help="folder of span_* studies")
+    parser.add_argument("folder", type=Path, help="folder of span_* and tmaze_* studies")
     parser.add_argument(
         "--out", type=Path, required=True, help="folder to write reach.md/.csv/.png"
     )
     args = parser.parse_args(argv)
     runs = read_runs(args.folder)
     if not runs:
-        parser.error(f"no evaluated run under {args.folder}/span_*/runs/*/seed_*")
+        parser.error(f"no evaluated run under {args.folder}/{{span,tmaze}}_*/runs/*/seed_*")
     args.out.mkdir(parents=True, exist_ok=True)
     _write_atomically(args.out / "reach.md", lambda tmp: tmp.write_text(table(runs)))
 
