@@ -27,6 +27,11 @@ What the adapter changes, and why:
 * Infos: :class:`~txrl.envs.wrappers.FreshInfo` copies the info arrays, because CountRecall
   and MultiarmedBandit hand out the same mutable array on every call, which Gymnasium 1.x's
   ``check_env`` rejects.
+* ``min_decks`` (families that take ``num_decks``: Autoencode, RepeatFirst, RepeatPrevious,
+  CountRecall): each episode deals a number of decks drawn log-uniformly between
+  ``min_decks`` and ``num_decks`` (:class:`VariableDecks`), so one env mixes short episodes
+  with long ones, as the T-maze's ``min_length`` mixes corridors. ``None`` (the default)
+  keeps POPGym's fixed ``num_decks``.
 * ``info["is_success"]`` on the last step, only where the task defines a win (see
   :data:`POPGYM_SUCCESS_RULES`): Battleship (all ships sunk), Concentration (all pairs
   found), MineSweeper (every free square revealed without hitting a mine) and the three
@@ -47,7 +52,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import DtypeObservation, FlattenObservation, RescaleAction
 
-from ._validation import check_render_mode
+from ._validation import check_int, check_render_mode
 from .wrappers import EpisodeSuccessInfo, FreshInfo
 
 #: The POPGym task families (base classes, configurable through kwargs).
@@ -111,8 +116,53 @@ def import_popgym_envs() -> ModuleType:
         ) from e
 
 
+class VariableDecks(gym.Env):
+    """A POPGym card task whose every episode deals its own number of decks.
+
+    One POPGym env per deck count from ``min_decks`` to ``num_decks`` is built up front; each
+    reset draws a count log-uniformly on that range (rounded: every scale of episode length
+    about equally often) and plays that env's episode. The observation and action spaces do
+    not depend on the count, and each env scales its rewards by its own episode length, so an
+    episode pays between -1 and 1 whatever its length, as in POPGym. ``decks`` is the count
+    of the episode being played.
+    """
+
+    def __init__(self, cls: type, min_decks: int, num_decks: int, **kwargs: Any) -> None:
+        self.min_decks = min_decks
+        self.num_decks = num_decks
+        self._envs = {n: cls(num_decks=n, **kwargs) for n in range(min_decks, num_decks + 1)}
+        first = self._envs[min_decks]
+        self.observation_space = first.observation_space
+        self.action_space = first.action_space
+        self.metadata = getattr(first, "metadata", {})
+        self.render_mode: str | None = None
+        self.decks = min_decks
+        self._seeded = False
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None or not self._seeded:
+            # Each inner env deals from its own generator, seeded from this env's.
+            for env in self._envs.values():
+                env.reset(seed=int(self.np_random.integers(2**31)))
+            self._seeded = True
+        low, high = np.log(self.min_decks), np.log(self.num_decks)
+        drawn = round(float(np.exp(self.np_random.uniform(low, high))))
+        self.decks = min(max(drawn, self.min_decks), self.num_decks)
+        return self._envs[self.decks].reset(options=options)
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        return self._envs[self.decks].step(action)
+
+
 def make_popgym_env(
-    name: str, normalize_actions: bool = True, render_mode: str | None = None, **kwargs: Any
+    name: str,
+    normalize_actions: bool = True,
+    render_mode: str | None = None,
+    min_decks: int | None = None,
+    **kwargs: Any,
 ) -> gym.Env:
     """Build the POPGym task ``name`` with the flat float32 observations described above.
 
@@ -122,6 +172,9 @@ def make_popgym_env(
         render_mode: ``None`` or a mode of the task's ``metadata["render_modes"]`` (the
             CartPole and Pendulum tasks: ``"human"``, ``"rgb_array"``; the others draw
             nothing). Accepted by presets and families alike.
+        min_decks: ``None``, or for a family that takes ``num_decks``, the fewest decks an
+            episode deals: each episode's count is drawn log-uniformly between ``min_decks``
+            and ``num_decks`` (:class:`VariableDecks`).
         **kwargs: constructor kwargs of a family (e.g. ``num_decks``); presets take none.
     """
     if name not in POPGYM_ENV_NAMES:
@@ -146,7 +199,9 @@ def make_popgym_env(
         render_mode, cls.metadata.get("render_modes", []), f"POPGym {name}"
     )
 
-    raw = cls(**kwargs)
+    raw: gym.Env = (
+        cls(**kwargs) if min_decks is None else _variable_decks(name, cls, min_decks, kwargs)
+    )
     # Set after construction: several presets (PositionOnlyPendulumHard, ...) take no
     # constructor arguments, and the Gymnasium classic-control bases only store the mode.
     raw.render_mode = render_mode
@@ -172,3 +227,25 @@ def make_popgym_env(
         # float32 bounds: float64 ones would make Box warn about lowered precision.
         env = RescaleAction(env, min_action=np.float32(-1.0), max_action=np.float32(1.0))
     return env
+
+
+def _variable_decks(name: str, cls: type, min_decks: Any, kwargs: dict[str, Any]) -> VariableDecks:
+    """:class:`VariableDecks` of the family ``cls``, after checking that it deals decks and
+    that ``min_decks`` is at most its ``num_decks``."""
+    parameter = inspect.signature(cls).parameters.get("num_decks")
+    if parameter is None or name != _family(name):
+        families = [f for f in POPGYM_FAMILIES if "num_decks" in _family_parameters(f)]
+        raise ValueError(
+            f"min_decks applies to a POPGym family that takes num_decks, one of {families}; "
+            f"{name} is not one"
+        )
+    num_decks = kwargs.pop("num_decks", parameter.default)
+    num_decks = check_int("num_decks", num_decks, minimum=1)
+    min_decks = check_int("min_decks", min_decks, minimum=1)
+    if min_decks > num_decks:
+        raise ValueError(f"min_decks must be at most num_decks ({num_decks}), got {min_decks}")
+    return VariableDecks(cls, min_decks, num_decks, **kwargs)
+
+
+def _family_parameters(family: str) -> tuple[str, ...]:
+    return tuple(inspect.signature(getattr(import_popgym_envs(), family)).parameters)

@@ -89,6 +89,50 @@ def test_family_kwargs_pass_through_and_presets_are_fixed() -> None:
         gym.make("txrl/popgym-RepeatFirst-v0", bogus=1)
 
 
+def test_min_decks_mixes_episode_lengths_and_each_pays_its_own_scale() -> None:
+    """With ``min_decks`` each episode deals its own number of decks, drawn log-uniformly;
+    an episode of n decks lasts 52 n - 1 steps and pays +-1 / (52 n - 1) per answer, so a
+    perfect or a worst episode sums to +-1 whatever its length."""
+    env = gym.make("txrl/popgym-RepeatFirst-v0", num_decks=8, min_decks=1)
+    run_env_checkers(env, allowed=[WRAPPED_ENV])
+    assert same_trajectory(env, seed=5, n_steps=600)
+    counts: dict[int, int] = defaultdict(int)
+    env.reset(seed=0)
+    for episode in range(200):
+        raw = env.unwrapped
+        first = int(raw._envs[raw.decks].card)  # the suit to repeat
+        steps, total, done = 0, 0.0, False
+        while not done:  # half the episodes right every time, half wrong every time
+            action = first if episode % 2 == 0 else (first + 1) % 4
+            _, reward, terminated, truncated, _ = env.step(action)
+            steps, total, done = steps + 1, total + float(reward), terminated or truncated
+        assert steps == 52 * raw.decks - 1
+        assert total == pytest.approx(1.0 if episode % 2 == 0 else -1.0)
+        counts[raw.decks] += 1
+        env.reset()
+    assert set(counts) == set(range(1, 9))
+    # log-uniform: a deck count from 1 to 2 is about as likely as one from 4 to 8
+    low = counts[1] / 2 + counts[2] / 2
+    high = counts[4] / 2 + sum(counts[n] for n in (5, 6, 7)) + counts[8] / 2
+    assert 0.5 < low / high < 2.0
+
+
+def test_min_decks_is_checked() -> None:
+    with pytest.raises(ValueError, match=r"min_decks must be at most num_decks \(4\), got 5"):
+        gym.make("txrl/popgym-RepeatFirst-v0", num_decks=4, min_decks=5)
+    with pytest.raises(ValueError, match=r"min_decks must be an integer >= 1, got 0"):
+        gym.make("txrl/popgym-CountRecall-v0", min_decks=0)
+    with pytest.raises(
+        ValueError, match=r"min_decks applies to a POPGym family that takes num_decks.*MineSweeper"
+    ):
+        gym.make("txrl/popgym-MineSweeper-v0", min_decks=1)
+    with pytest.raises(ValueError, match=r"RepeatFirstHard is not one"):
+        gym.make("txrl/popgym-RepeatFirstHard-v0", min_decks=1)
+    # min_decks=None is the fixed count, as POPGym deals it
+    env = gym.make("txrl/popgym-RepeatFirst-v0", num_decks=2, min_decks=None)
+    assert env.unwrapped.deck.num_cards == 104
+
+
 def test_unknown_name_raises_a_clear_value_error() -> None:
     with pytest.raises(
         ValueError, match=r"name must be one of the POPGym tasks .*got 'RepeatLast'"
