@@ -502,6 +502,31 @@ def test_popgym_recall_summary_labels_an_unfinished_run_and_a_missing_judge(
     assert "| 10 min |" in row and "1.000 / 1.000 (GRU)" in row
 
 
+def test_popgym_recall_summary_gives_a_mixed_length_study_its_best_greedy_evaluation(
+    tmp_path: Path,
+) -> None:
+    """Trained on 1-16 decks, a run's training returns are not RepeatFirstHard's: its MMER
+    column is the best greedy evaluation on the task, and says so."""
+    summary = load("popgym_recall/summary.py")
+    task = tmp_path / "repeat_first_hard_decks"
+    run = task / "runs" / "gtrxl" / "seed_530"
+    run.mkdir(parents=True)
+    shutil.copy(RESULTS / "popgym_recall" / "repeat_first_hard_decks" / "compare.yaml", task)
+    (run / "eval.jsonl").write_text(
+        '{"timesteps": 0, "mean_return": -0.5, "wall_time_s": 1.0}\n'
+        '{"timesteps": 100000, "mean_return": 0.75, "wall_time_s": 60.0}\n'
+        '{"timesteps": 200000, "mean_return": 0.5, "wall_time_s": 120.0}\n'
+    )
+    (task / "training_scalars.csv").write_text(
+        "run,tag,step,value\ngtrxl/seed_530,rollout/ep_rew_mean,1000,0.9\n"
+    )
+    out = tmp_path / "summary.md"
+    summary.main(["--root", str(tmp_path), "--out", str(out)])
+    row = out.read_text().splitlines()[-1]
+    assert "| RepeatFirstHard, trained on 1-16 decks | gtrxl | 530 |" in row
+    assert "| 0.750 (greedy) |" in row and "0.940 / 0.969 (IndRNN)" in row
+
+
 def test_count_answers_scores_every_answer_of_whole_episodes(tmp_path: Path) -> None:
     """``results/popgym_recall/count_answers.py`` reads each right count off the observations;
     the script checks each against the env's reward, so a misread count fails here."""
