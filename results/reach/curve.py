@@ -152,8 +152,19 @@ def plot(runs: list[Run], path: Path) -> None:
         )
         reached = [(r.span, r.steps_to_threshold) for r in mine if r.steps_to_threshold is not None]
         if reached:
-            xs, ys = zip(*sorted(reached), strict=True)
+            # the mean over the seeds that reached it, a line; each seed a dot
+            xs = sorted({span for span, _ in reached})
+            ys = [
+                sum(v for s, v in reached if s == x) / sum(s == x for s, _ in reached) for x in xs
+            ]
             steps_ax.plot(xs, ys, marker="o", color=line.get_color(), label=memory)
+            steps_ax.scatter(
+                [s for s, _ in reached],
+                [v for _, v in reached],
+                color=line.get_color(),
+                s=12,
+                alpha=0.5,
+            )
     success_ax.axhline(0.5, color="grey", lw=0.8, ls=":", label="chance")
     success_ax.set(
         xscale="log",
