@@ -27,8 +27,8 @@ What the adapter changes, and why:
 * Infos: :class:`~txrl.envs.wrappers.FreshInfo` copies the info arrays, because CountRecall
   and MultiarmedBandit hand out the same mutable array on every call, which Gymnasium 1.x's
   ``check_env`` rejects.
-* ``min_decks`` (families that take ``num_decks``: Autoencode, RepeatFirst, RepeatPrevious,
-  CountRecall): each episode deals a number of decks drawn log-uniformly between
+* ``min_decks`` (the families that take ``num_decks``: Autoencode, RepeatFirst,
+  RepeatPrevious, CountRecall, HigherLower, Concentration): each episode deals a number of decks drawn log-uniformly between
   ``min_decks`` and ``num_decks`` (:class:`VariableDecks`), so one env mixes short episodes
   with long ones, as the T-maze's ``min_length`` mixes corridors. ``None`` (the default)
   keeps POPGym's fixed ``num_decks``.
