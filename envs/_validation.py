@@ -12,6 +12,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 
 def check_int(name: str, value: Any, *, minimum: int) -> int:
     """Return ``value`` as an ``int`` or raise ``ValueError`` if it is not an integer >= minimum."""
@@ -57,3 +59,10 @@ def check_render_mode(value: Any, modes: Sequence[str], task: str) -> str | None
     if value not in choices:
         raise RenderModeError(f"render_mode must be one of {choices!r} for {task}, got {value!r}")
     return value
+
+
+def log_uniform_int(rng: Any, low: int, high: int) -> int:
+    """An integer drawn log-uniformly on [low, high] from ``rng`` (a numpy Generator), rounded:
+    every scale between ``low`` and ``high`` about equally often."""
+    drawn = round(float(np.exp(rng.uniform(np.log(low), np.log(high)))))
+    return min(max(drawn, low), high)

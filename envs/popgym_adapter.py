@@ -52,7 +52,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import DtypeObservation, FlattenObservation, RescaleAction
 
-from ._validation import check_int, check_render_mode
+from ._validation import check_int, check_render_mode, log_uniform_int
 from .wrappers import EpisodeSuccessInfo, FreshInfo
 
 #: The POPGym task families (base classes, configurable through kwargs).
@@ -148,9 +148,7 @@ class VariableDecks(gym.Env):
             for env in self._envs.values():
                 env.reset(seed=int(self.np_random.integers(2**31)))
             self._seeded = True
-        low, high = np.log(self.min_decks), np.log(self.num_decks)
-        drawn = round(float(np.exp(self.np_random.uniform(low, high))))
-        self.decks = min(max(drawn, self.min_decks), self.num_decks)
+        self.decks = log_uniform_int(self.np_random, self.min_decks, self.num_decks)
         return self._envs[self.decks].reset(options=options)
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:

@@ -69,7 +69,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ._validation import check_choice, check_int, check_non_negative, check_render_mode
+from ._validation import (
+    check_choice,
+    check_int,
+    check_non_negative,
+    check_render_mode,
+    log_uniform_int,
+)
 
 FORWARD, BACKWARD, UP, DOWN = 0, 1, 2, 3
 
@@ -178,9 +184,7 @@ class TMazeEnv(gym.Env[np.ndarray, np.int64]):
     def _draw_length(self) -> int:
         """A corridor length, log-uniform on [min_length, length] (rounded)."""
         assert self.min_length is not None
-        low, high = np.log(self.min_length), np.log(self.max_length)
-        drawn = round(float(np.exp(self.np_random.uniform(low, high))))
-        return min(max(drawn, self.min_length), self.max_length)
+        return log_uniform_int(self.np_random, self.min_length, self.max_length)
 
     def _set_length(self, length: int) -> None:
         """This episode's corridor: ``length`` cells, its optimal and (default) longest run."""
