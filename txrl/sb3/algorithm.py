@@ -473,6 +473,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                     self.policy.parameters(), self.max_grad_norm
                 )
                 check_finite_update(loss, grad_norm, stats, self._n_updates)
+                # the norm before clipping: its growth is one of the signs a run is about to
+                # lose what it learned
+                logged["train/grad_norm"].append(grad_norm.detach())
                 self.policy.optimizer.step()  # the acting caches follow it (txrl.nn.cache)
                 self._after_gradient_step()
             self._n_updates += 1  # epochs started, one cut short included (as SB3's PPO counts)
