@@ -158,7 +158,12 @@ class FFMBackbone(Backbone):
 
     def initial_state(self, batch_size: int, device: torch.device | str | None = None) -> FFMState:
         placement = self.state_placement(device)
-        shape = (batch_size, self.config.n_layers, self.config.memory_size, self.config.context_size)
+        shape = (
+            batch_size,
+            self.config.n_layers,
+            self.config.memory_size,
+            self.config.context_size,
+        )
         return FFMState(torch.zeros(shape, **placement), torch.zeros(shape, **placement))
 
     def run(
