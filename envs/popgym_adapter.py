@@ -27,11 +27,13 @@ What the adapter changes, and why:
 * Infos: :class:`~txrl.envs.wrappers.FreshInfo` copies the info arrays, because CountRecall
   and MultiarmedBandit hand out the same mutable array on every call, which Gymnasium 1.x's
   ``check_env`` rejects.
-* ``min_decks`` (the families that take ``num_decks``: Autoencode, RepeatFirst,
-  RepeatPrevious, CountRecall, HigherLower, Concentration): each episode deals a number of decks drawn log-uniformly between
-  ``min_decks`` and ``num_decks`` (:class:`VariableDecks`), so one env mixes short episodes
-  with long ones, as the T-maze's ``min_length`` mixes corridors. ``None`` (the default)
-  keeps POPGym's fixed ``num_decks``.
+* ``min_decks`` (the families of :data:`POPGYM_VARIABLE_DECK_FAMILIES`: Autoencode,
+  RepeatPrevious, RepeatFirst, CountRecall, HigherLower): each episode deals a number of
+  decks drawn log-uniformly between ``min_decks`` and ``num_decks`` (:class:`VariableDecks`),
+  so one env mixes short episodes with long ones, as the T-maze's ``min_length`` mixes
+  corridors; the env's spaces are those of ``num_decks`` decks. ``None`` (the default) keeps
+  POPGym's fixed ``num_decks``. Concentration also takes ``num_decks`` but shows every card
+  of its decks, so its observation grows with the count: ``min_decks`` is refused there.
 * ``info["is_success"]`` on the last step, only where the task defines a win (see
   :data:`POPGYM_SUCCESS_RULES`): Battleship (all ships sunk), Concentration (all pairs
   found), MineSweeper (every free square revealed without hitting a mine) and the three
@@ -90,6 +92,18 @@ POPGYM_SUCCESS_RULES: dict[str, str] = {
     "NoisyPositionOnlyCartPole": "survived",
 }
 
+#: The families whose deck count :class:`VariableDecks` may vary: they take ``num_decks`` and
+#: their observation space is the same at any count (the action space too, except
+#: CountRecall's, a count up to the decks' cards, which grows: the largest one is used).
+#: Concentration takes ``num_decks`` but observes every card of its decks, so it is not one.
+POPGYM_VARIABLE_DECK_FAMILIES: tuple[str, ...] = (
+    "Autoencode",
+    "RepeatPrevious",
+    "RepeatFirst",
+    "CountRecall",
+    "HigherLower",
+)
+
 POPGYM_INSTALL_HINT = "pip install txrl[popgym]"
 
 
@@ -121,8 +135,11 @@ class VariableDecks(gym.Env):
 
     One POPGym env per deck count from ``min_decks`` to ``num_decks`` is built up front; each
     reset draws a count log-uniformly on that range (rounded: every scale of episode length
-    about equally often) and plays that env's episode. The observation and action spaces do
-    not depend on the count, and each env scales its rewards by its own episode length, so an
+    about equally often) and plays that env's episode. The spaces are those of the largest
+    count, ``num_decks``: the observation space is the same at every count (the families of
+    :data:`POPGYM_VARIABLE_DECK_FAMILIES`), and CountRecall's answers, counts up to its
+    decks' cards, are then those of its longest episodes (a smaller deal takes the larger
+    answers as wrong ones). Each env scales its rewards by its own episode length, so an
     episode pays between -1 and 1 whatever its length, as in POPGym. ``decks`` is the count
     of the episode being played.
     """
@@ -131,10 +148,10 @@ class VariableDecks(gym.Env):
         self.min_decks = min_decks
         self.num_decks = num_decks
         self._envs = {n: cls(num_decks=n, **kwargs) for n in range(min_decks, num_decks + 1)}
-        first = self._envs[min_decks]
-        self.observation_space = first.observation_space
-        self.action_space = first.action_space
-        self.metadata = getattr(first, "metadata", {})
+        largest = self._envs[num_decks]
+        self.observation_space = largest.observation_space
+        self.action_space = largest.action_space
+        self.metadata = getattr(largest, "metadata", {})
         self.render_mode: str | None = None
         self.decks = min_decks
         self._seeded = False
@@ -230,9 +247,16 @@ def make_popgym_env(
 def _variable_decks(name: str, cls: type, min_decks: Any, kwargs: dict[str, Any]) -> VariableDecks:
     """:class:`VariableDecks` of the family ``cls``, after checking that it deals decks and
     that ``min_decks`` is at most its ``num_decks``."""
+    families = ", ".join(POPGYM_VARIABLE_DECK_FAMILIES)
     parameter = inspect.signature(cls).parameters.get("num_decks")
+    if parameter is not None and name == _family(name) and name not in POPGYM_VARIABLE_DECK_FAMILIES:
+        raise ValueError(
+            f"min_decks cannot vary {name}'s decks: its observation shows every card of its "
+            "decks, so its observation space grows with num_decks and one env cannot deal "
+            f"different counts; train it at a fixed num_decks (min_decks: null); families that "
+            f"take it: {families}"
+        )
     if parameter is None or name != _family(name):
-        families = [f for f in POPGYM_FAMILIES if "num_decks" in _family_parameters(f)]
         raise ValueError(
             f"min_decks applies to a POPGym family that takes num_decks, one of {families}; "
             f"{name} is not one"
@@ -244,6 +268,3 @@ def _variable_decks(name: str, cls: type, min_decks: Any, kwargs: dict[str, Any]
         raise ValueError(f"min_decks must be at most num_decks ({num_decks}), got {min_decks}")
     return VariableDecks(cls, min_decks, num_decks, **kwargs)
 
-
-def _family_parameters(family: str) -> tuple[str, ...]:
-    return tuple(inspect.signature(getattr(import_popgym_envs(), family)).parameters)

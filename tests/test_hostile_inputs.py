@@ -270,6 +270,34 @@ CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
         ),
         ["action space MultiBinary(3), which algo vmpo does not train", "supported: Discrete, Box"],
     ),
+    (
+        "eval envs in another action space than training's",
+        lambda c: train(
+            c,
+            c.tiny(
+                env={"id": "txrl/popgym-CountRecall-v0", "kwargs": {"num_decks": 1}, "n_envs": 2},
+                eval={**TINY["eval"], "env_kwargs": {"num_decks": 2}},
+            ),
+        ),
+        [
+            "eval.env_kwargs {'num_decks': 2} give the eval envs action space Discrete(53)",
+            "training's is Discrete(27)",
+        ],
+    ),
+    (
+        "min_decks on Concentration",
+        lambda c: train(
+            c,
+            c.tiny(
+                env={
+                    "id": "txrl/popgym-Concentration-v0",
+                    "kwargs": {"num_decks": 2, "min_decks": 1},
+                    "n_envs": 2,
+                }
+            ),
+        ),
+        ["min_decks cannot vary Concentration's decks", "families that take it: Autoencode"],
+    ),
     # ---- predict states
     (
         "state of the wrong length",

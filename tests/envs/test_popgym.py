@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import itertools
 import sys
 import warnings
@@ -14,7 +15,9 @@ import pytest
 import txrl.envs
 from txrl.envs.popgym_adapter import (
     POPGYM_ENV_NAMES,
+    POPGYM_FAMILIES,
     POPGYM_SUCCESS_RULES,
+    POPGYM_VARIABLE_DECK_FAMILIES,
     _family,
     make_popgym_env,
     popgym_env_id,
@@ -248,3 +251,52 @@ def test_a_task_that_needs_the_previous_action_warns_without_it() -> None:
         warnings.simplefilter("error")
         txrl.envs.make_env_fn("txrl/popgym-MineSweeperEasy-v0", previous_action_reward=True)()
         txrl.envs.make_env_fn("txrl/popgym-CountRecallEasy-v0")()  # its observation suffices
+
+
+def test_min_decks_gives_the_spaces_of_the_largest_episode() -> None:
+    """CountRecall's answer is a count up to its decks' cards: with ``min_decks`` the env
+    acts in the space of ``num_decks`` (79 counts for three decks), so a three-deck episode's
+    every right answer can be given, and a one-deck episode takes the same actions."""
+    env = gym.make("txrl/popgym-CountRecall-v0", num_decks=3, min_decks=1)
+    assert env.action_space == gym.spaces.Discrete(79)
+    fixed = gym.make("txrl/popgym-CountRecall-v0", num_decks=3)
+    assert env.observation_space == fixed.observation_space
+    env.reset(seed=0)
+    raw = env.unwrapped
+    while raw.decks != 1:  # a one-deck episode answers in the three-deck space too
+        env.reset()
+    _, _, terminated, truncated, _ = env.step(78)
+    assert not (terminated or truncated)
+
+
+def test_min_decks_is_refused_where_the_decks_change_the_observation() -> None:
+    """Concentration shows every card of its decks: its observation grows with the count,
+    so one env cannot deal different counts; the error names the families that can."""
+    with pytest.raises(ValueError) as error:
+        gym.make("txrl/popgym-Concentration-v0", num_decks=2, min_decks=1)
+    message = str(error.value)
+    assert "min_decks cannot vary Concentration's decks" in message
+    assert "observation" in message
+    assert "Autoencode, RepeatPrevious, RepeatFirst, CountRecall, HigherLower" in message
+    assert "Concentration" not in message.split("families that take it:")[1]
+
+
+def test_the_variable_deck_families_are_those_whose_spaces_hold_at_every_count() -> None:
+    """POPGYM_VARIABLE_DECK_FAMILIES, from POPGym itself: the families that take num_decks and
+    observe the same space at 1 and 3 decks, whose smaller deals act in a part of the larger
+    one's action space."""
+    variable = []
+    for family in POPGYM_FAMILIES:
+        cls = getattr(popgym_envs, family)
+        if "num_decks" not in inspect.signature(cls).parameters:
+            continue
+        small, large = cls(num_decks=1), cls(num_decks=3)
+        if small.observation_space != large.observation_space:
+            continue
+        variable.append(family)
+        if small.action_space != large.action_space:  # CountRecall: counts up to the cards
+            assert isinstance(small.action_space, gym.spaces.Discrete)
+            assert isinstance(large.action_space, gym.spaces.Discrete)
+            assert small.action_space.start == large.action_space.start
+            assert small.action_space.n < large.action_space.n
+    assert tuple(variable) == POPGYM_VARIABLE_DECK_FAMILIES

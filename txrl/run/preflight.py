@@ -106,10 +106,13 @@ def _check_env(env: EnvConfig) -> list[str]:
 OBSERVATION_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
 
 
-def _env_spaces(config: TrainConfig) -> tuple[Any, Any]:
-    """The observation and action spaces of the run's env, wrappers included."""
+def _env_spaces(config: TrainConfig, kwargs: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """The observation and action spaces of the run's env, wrappers included; ``kwargs``:
+    the env's keyword arguments (default: ``env.kwargs``)."""
     env = make_env_fn(
-        config.env.id, previous_action_reward=config.env.previous_action_reward, **config.env.kwargs
+        config.env.id,
+        previous_action_reward=config.env.previous_action_reward,
+        **(config.env.kwargs if kwargs is None else kwargs),
     )()
     try:
         return env.observation_space, env.action_space
@@ -144,7 +147,30 @@ def _check_spaces(config: TrainConfig) -> list[str]:
             f"env {config.env.id} has action space {action_space}, which algo {config.algo} "
             f"does not train; supported: {', '.join(valid)}"
         )
+    if config.eval.env_kwargs:
+        problems += _check_eval_spaces(config, observation_space, action_space)
     return problems
+
+
+def _check_eval_spaces(config: TrainConfig, observation_space: Any, action_space: Any) -> list[str]:
+    """The eval envs (``env.kwargs`` updated by ``eval.env_kwargs``) act and observe in the
+    training envs' spaces: the policy has one input and one output layer, and an env whose
+    answers lie outside its action space would be judged on answers it cannot give."""
+    kwargs = {**config.env.kwargs, **config.eval.env_kwargs}
+    try:
+        eval_spaces = _env_spaces(config, kwargs)
+    except (ValueError, TypeError) as e:
+        return [f"env {config.env.id} with eval.env_kwargs cannot be wrapped for evaluation: {e}"]
+    return [
+        f"eval.env_kwargs {dict(config.eval.env_kwargs)!r} give the eval envs {kind} space "
+        f"{evaluated}, but training's is {trained}: the policy acts and observes in one set of "
+        "spaces, so evaluate on kwargs that keep them (e.g. the same num_decks)"
+        for kind, evaluated, trained in (
+            ("observation", eval_spaces[0], observation_space),
+            ("action", eval_spaces[1], action_space),
+        )
+        if evaluated != trained
+    ]
 
 
 def _check_encoder(config: TrainConfig, policy: PolicyConfig) -> list[str]:
