@@ -194,3 +194,20 @@ def test_python_examples(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.chdir(tmp_path)  # examples may save models
     for example in _python_examples(path):
         example.evaluate()
+
+
+def test_the_gate_table_gives_each_gate_its_declared_bias() -> None:
+    from txrl.backbones.trxl import GATES
+
+    page = (DOCS / "backbones.md").read_text()
+    rows = {
+        match.group(1): match.group(2).strip()
+        for match in re.finditer(r"^\| `(\w+)` \| .* \|([^|]*)\|$", page, flags=re.MULTILINE)
+        if match.group(1) in GATES
+    }
+    assert set(rows) == set(GATES)
+    for name, gate in GATES.items():
+        if gate.default_bias is None:
+            assert rows[name] == "-" or rows[name].startswith("none"), (name, rows[name])
+        else:
+            assert rows[name] == f"{gate.default_bias:g}", (name, rows[name])
