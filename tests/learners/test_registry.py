@@ -14,19 +14,19 @@ import pytest
 import yaml
 
 import txrl
+import txrl.envs  # registers the txrl/... tasks
 from tests._runs import TINY
 from txrl import cli
 from txrl.config import ConfigError, TrainConfig
 from txrl.learners import (
     LEARNERS,
-    WIRING_ARGUMENTS,
     MemoryLearnerSettings,
     get_learner,
     learner_names,
     learners,
     register_learner,
-    settings_disagreements,
 )
+from txrl.learners.ppo import MemoryPPOSettings
 from txrl.learners.vmpo.settings import VMPOConfig, VMPOLossSettings
 from txrl.run.algorithms import ALGORITHMS, algorithm_class, settings_kwargs
 from txrl.zoo import zoo_learners
@@ -39,7 +39,7 @@ def test_registry_lists_the_builtin_learners_in_order() -> None:
     assert list(ALGORITHMS) == learner_names()
     for name, cls in ALGORITHMS.items():
         assert cls.__module__ == f"txrl.learners.{name}.algorithm"
-        assert get_learner(name).algorithm == f"{cls.__module__}:{cls.__name__}"
+        assert get_learner(name).algorithm() is cls
         assert algorithm_class(name) is cls
     # and each algorithm is an attribute of txrl by its name
     assert all(getattr(txrl, cls.__name__) is cls for cls in ALGORITHMS.values())
@@ -48,10 +48,33 @@ def test_registry_lists_the_builtin_learners_in_order() -> None:
         get_learner("dqn")
 
 
-@pytest.mark.parametrize("name", learner_names())
-def test_constructor_and_settings_agree(name: str) -> None:
-    """Every constructor argument a user may set is a settings field with the same default."""
-    assert settings_disagreements(get_learner(name).settings, algorithm_class(name)) == []
+#: The keyword arguments of an algorithm's constructor that are no learner settings: the run
+#: wires them from the rest of the config (``policy``, ``env``, ``seed``, ``runtime``) or
+#: they are SB3's plumbing.
+WIRING = {"policy", "env", "tensorboard_log", "policy_kwargs", "verbose", "seed", "device"}
+WIRING |= {"_init_setup_model"}  # SB3's load builds an algorithm without setting it up
+
+
+def _defaults(settings: type) -> dict[str, object]:
+    return {f.name: getattr(settings(), f.name) for f in dataclasses.fields(settings)}
+
+
+@pytest.mark.parametrize("name", ["ppo", "vmpo"])
+def test_a_memory_learners_constructor_is_derived_from_its_settings(name: str) -> None:
+    """Every field of the settings is a keyword argument of the constructor, with the
+    field's default, and nothing else is (but the run's wiring)."""
+    parameters = inspect.signature(algorithm_class(name)).parameters
+    settings = {n: p.default for n, p in parameters.items() if n not in WIRING}
+    assert settings == _defaults(get_learner(name).settings)
+    assert set(parameters) - set(settings) == WIRING
+
+
+def test_recurrent_ppos_settings_have_sb3_contribs_defaults() -> None:
+    """RecurrentPPO's constructor is sb3-contrib's: its settings name some of its arguments,
+    with the same defaults."""
+    parameters = inspect.signature(algorithm_class("recurrent_ppo")).parameters
+    defaults = _defaults(get_learner("recurrent_ppo").settings)
+    assert {n: parameters[n].default for n in defaults} == defaults
 
 
 @pytest.mark.parametrize("name", learner_names())
@@ -68,19 +91,41 @@ def test_every_setting_is_documented_and_reachable_from_yaml(name: str) -> None:
     assert TrainConfig.from_dict(config.to_dict()) == config
 
 
-def test_a_disagreement_is_found() -> None:
-    """The check fails when a constructor and its settings drift apart."""
+@dataclasses.dataclass(frozen=True)
+class ScaledAdvantagePPOSettings(MemoryPPOSettings):
+    advantage_scale: float = 2.0
+    """A setting added to MemoryPPO's: the factor of the advantages in its loss."""
 
-    @dataclasses.dataclass(frozen=True)
-    class Drifted:
-        learning_rate: float = 1.0  # the constructor says 3e-4
-        n_steps: int = 128
-        extra: int = 0  # no such argument
 
-    problems = settings_disagreements(Drifted, ALGORITHMS["ppo"])
-    assert "learning_rate: constructor default 0.0003 != settings default 1.0" in problems
-    assert "settings field extra is no constructor argument" in problems
-    assert "constructor argument segment_length has no settings field" in problems
+def test_adding_a_setting_is_its_field_and_its_use() -> None:
+    """A setting added to the settings dataclass is a keyword argument of the constructor,
+    with its default, and an attribute of the algorithm: its field and its use are all a
+    new setting writes (here, in a subclass; in MemoryPPOSettings and MemoryPPO alike)."""
+    memory_ppo = ALGORITHMS["ppo"]
+
+    class ScaledAdvantagePPO(memory_ppo):  # type: ignore[valid-type, misc]  # a class the registry returns
+        settings_class = ScaledAdvantagePPOSettings
+
+        def _loss(self, batch, *args):  # the use
+            scaled = batch._replace(advantages=self.advantage_scale * batch.advantages)
+            return super()._loss(scaled, *args)
+
+    parameter = inspect.signature(ScaledAdvantagePPO).parameters["advantage_scale"]
+    assert parameter.default == 2.0 and parameter.kind is parameter.KEYWORD_ONLY
+    env = "txrl/TMazePassive-v0"
+    tiny = dict(n_steps=4, batch_size=4, segment_length=4, policy_kwargs=TINY_POLICY)
+    assert ScaledAdvantagePPO("MlpGTrXLPolicy", env, **tiny).advantage_scale == 2.0
+    model = ScaledAdvantagePPO("MlpGTrXLPolicy", env, advantage_scale=0.5, **tiny)
+    assert model.advantage_scale == 0.5 and model.n_steps == 4
+    model.learn(8)
+    with pytest.raises(
+        TypeError,
+        match=r"MemoryPPO\(\) got unexpected keyword argument\(s\) 'n_step'; its settings \(MemoryPPOSettings\): .*n_steps",
+    ):
+        memory_ppo("MlpGTrXLPolicy", env, n_step=4)
+
+
+TINY_POLICY = {"n_layers": 1, "d_model": 8, "n_heads": 2, "memory_length": 4}
 
 
 def test_new_settings_reach_the_learner_from_yaml() -> None:
@@ -97,9 +142,7 @@ def test_new_settings_reach_the_learner_from_yaml() -> None:
     kwargs = settings_kwargs(config.learner_settings)
     assert kwargs["aux_loss_coef"] == {"span_l1": 0.001} and kwargs["target_kl"] == 0.02
     assert kwargs["clip_range_vf"] == 0.3 and kwargs["normalize_advantage"] is False
-    assert set(kwargs) | WIRING_ARGUMENTS >= set(
-        inspect.signature(algorithm_class("ppo").__init__).parameters
-    ) - {"self"}
+    assert set(kwargs) | WIRING == set(inspect.signature(algorithm_class("ppo")).parameters)
 
 
 @pytest.mark.parametrize(
@@ -154,8 +197,7 @@ def test_each_setting_is_declared_once() -> None:
         for base in cls.__mro__[1:]:
             if dataclasses.is_dataclass(base):
                 inherited = own & set(inspect.get_annotations(base))
-                # MemoryPPO widens ent_coef to take a lin_<x> schedule (its own docstring)
-                assert inherited <= {"ent_coef"}, f"{cls.__name__} re-declares {inherited}"
+                assert not inherited, f"{cls.__name__} re-declares {inherited}"
     memory = {f.name for f in dataclasses.fields(MemoryLearnerSettings)}
     assert {"check_finite", "cuda_graph", "aux_loss_coef", "stats_window_size"} <= memory
     for name in ("ppo", "vmpo"):
@@ -166,29 +208,23 @@ def test_learners_are_listed_once() -> None:
     assert len({learner.name for learner in learners()}) == len(learners())
 
 
-def test_a_record_names_its_algorithm_by_import_path() -> None:
+def test_a_record_holds_a_function_that_imports_its_algorithm() -> None:
     ppo = get_learner("ppo")
-    expected = r"algorithm must be an import path 'package\.module:Class'"
-    with pytest.raises(ValueError, match=expected):
-        dataclasses.replace(ppo, algorithm="txrl.learners.ppo.algorithm.MemoryPPO")
+    expected = r"algorithm must be a function that returns the algorithm class"
+    for wrong in ("txrl.learners.ppo.algorithm:MemoryPPO", ALGORITHMS["ppo"]):
+        with pytest.raises(TypeError, match=expected):
+            dataclasses.replace(ppo, algorithm=wrong)
 
 
-@pytest.mark.parametrize(
-    ("path", "message"),
-    [
-        ("txrl.learners.nowhere:MemoryPPO", "module 'txrl.learners.nowhere' is not found"),
-        ("txrl.learners.ppo.settings:MemoryPPOSettings", "no Stable-Baselines3 algorithm class"),
-        ("txrl.learners.ppo.algorithm:Missing", "no Stable-Baselines3 algorithm class: None"),
-    ],
-)
-def test_a_path_that_names_no_algorithm_is_a_config_error(
-    monkeypatch: pytest.MonkeyPatch, path: str, message: str
+def test_a_function_that_returns_no_algorithm_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(txrl.learners, "LEARNERS", dict(LEARNERS))  # undone after the test
-    register_learner(dataclasses.replace(get_learner("ppo"), name="lost", algorithm=path))
-    with pytest.raises(
-        ConfigError, match=re.escape(f"learner 'lost' names its algorithm '{path}'")
-    ):
+    register_learner(
+        dataclasses.replace(get_learner("ppo"), name="lost", algorithm=lambda: MemoryPPOSettings)
+    )
+    message = "learner 'lost': its algorithm function returned <class 'txrl.learners.ppo.settings.MemoryPPOSettings'>, which is no Stable-Baselines3 algorithm class"
+    with pytest.raises(ConfigError, match=re.escape(message)):
         algorithm_class("lost")
     with pytest.raises(ConfigError, match=re.escape(message)):
         ALGORITHMS["lost"]
@@ -215,20 +251,26 @@ NEW_LEARNER = {
             """Passes over each rollout."""
 
 
+        def two_epoch_ppo():
+            from two_epoch_ppo.algorithm import TwoEpochPPO
+
+            return TwoEpochPPO
+
+
         LEARNER = Learner(
             name="two_epoch_ppo",
             settings=TwoEpochPPOSettings,
-            algorithm="two_epoch_ppo.algorithm:TwoEpochPPO",
+            algorithm=two_epoch_ppo,
             policy=memory_policy,
         )
     ''',
     "algorithm.py": """
+        from two_epoch_ppo.settings import TwoEpochPPOSettings
         from txrl import MemoryPPO
 
 
         class TwoEpochPPO(MemoryPPO):
-            def __init__(self, *args, n_epochs=2, **kwargs):
-                super().__init__(*args, n_epochs=n_epochs, **kwargs)
+            settings_class = TwoEpochPPOSettings
     """,
 }
 

@@ -2,18 +2,20 @@
 
 Each learner is one folder, ``txrl/learners/<name>/``:
 
+* ``__init__.py``: its :class:`Learner` record, ``LEARNER``, with the function whose one
+  line imports its algorithm; torch-free;
 * ``settings.py``: its settings dataclass, whose documented fields are every constructor
-  argument a user may set, with the constructor's defaults (the YAML section named after the
-  learner), and its :class:`Learner` record, ``LEARNER``; torch-free;
+  argument a user may set, with their defaults (the YAML section named after the learner;
+  txrl's algorithms derive their constructor from it); torch-free;
 * ``loss.py`` (and, for V-MPO, the modules of its multipliers and PopArt): its loss, in torch;
 * ``algorithm.py``: the Stable-Baselines3 algorithm that trains it, on the adapter of
   :mod:`txrl.sb3` (txrl's own learners subclass
   :class:`~txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`).
 
-The package's ``__init__`` loads only ``settings.py``. The record names its algorithm by
-import path (``"txrl.learners.ppo.algorithm:MemoryPPO"``), so this module, the records and
-the settings import no torch and a config is checked without it; the run layer imports the
-class when it trains (:data:`txrl.run.algorithms.ALGORITHMS`, read from this table).
+The package's ``__init__`` loads only ``settings.py``. The record holds a function whose one
+line imports the algorithm (:func:`txrl.learners.ppo.memory_ppo`), so this module,
+the records and the settings import no torch and a config is checked without it; the run
+layer calls it when it trains (:data:`txrl.run.algorithms.ALGORITHMS`, read from this table).
 Everything that needs the list of learners reads it here: the config (the ``algo`` key and
 its section), training, ``txrl compare`` and the rl-zoo3 entry point.
 
@@ -24,12 +26,12 @@ anywhere on the path and one call, ``register_learner(LEARNER)``.
 from __future__ import annotations
 
 from txrl.learners import ppo, recurrent_ppo, vmpo
-from txrl.learners.record import WIRING_ARGUMENTS, Learner, memory_policy, settings_disagreements
+from txrl.learners.record import Learner, memory_policy
 from txrl.learners.settings import CheckFinite, MemoryLearnerSettings, SB3LearnerSettings
 
 #: Every learner, by the name a config's ``algo`` gives it: txrl's, in this order (``ppo``
 #: first: the default), then those :func:`register_learner` added. Each record names its
-#: settings dataclass and its algorithm class (:class:`Learner`).
+#: settings dataclass and the function that imports its algorithm class (:class:`Learner`).
 LEARNERS: dict[str, Learner] = {
     "ppo": ppo.LEARNER,  # MemoryPPO
     "vmpo": vmpo.LEARNER,  # VMPO
@@ -66,7 +68,6 @@ def get_learner(name: str) -> Learner:
 
 __all__ = [
     "LEARNERS",
-    "WIRING_ARGUMENTS",
     "CheckFinite",
     "Learner",
     "MemoryLearnerSettings",
@@ -76,5 +77,4 @@ __all__ = [
     "learners",
     "memory_policy",
     "register_learner",
-    "settings_disagreements",
 ]

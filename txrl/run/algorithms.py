@@ -1,9 +1,9 @@
 """The Stable-Baselines3 algorithm that trains each learner, the arguments and the policy a
 run gives it.
 
-The learners' records (:data:`txrl.learners.LEARNERS`) are torch-free: each names its
-algorithm class by import path, in the learner's own folder. This module, in the layer that
-may import torch, resolves those paths: :data:`ALGORITHMS` is the registry's table with the
+The learners' records (:data:`txrl.learners.LEARNERS`) are torch-free: each holds the
+function that imports its algorithm class from the learner's own folder. This module, in the
+layer that may import torch, calls it: :data:`ALGORITHMS` is the registry's table with the
 classes in place of the records, as rl-zoo3's ``ALGOS``, read from the registry each time,
 so a learner registered from outside txrl (:func:`txrl.learners.register_learner`) is in it
 at once. The recipe, evaluation and the preflight checks read it.
@@ -12,7 +12,6 @@ at once. The recipe, evaluation and the preflight checks read it.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -21,35 +20,28 @@ from stable_baselines3.common.preprocessing import is_image_space
 
 from txrl.config import PolicyConfig
 from txrl.errors import ConfigError
-from txrl.learners import Learner, get_learner, learner_names
+from txrl.learners import get_learner, learner_names
 from txrl.sb3.extractors import is_symbolic_grid
 from txrl.sb3.schedule import setting_argument
 
 
 def algorithm_class(algo: str) -> type[BaseAlgorithm]:
-    """The algorithm class of learner ``algo``, imported from its record's path; an unknown
-    learner is the ValueError of :func:`txrl.learners.get_learner`, a path that names no
+    """The algorithm class of learner ``algo``, from its record's function; an unknown learner
+    is the ValueError of :func:`txrl.learners.get_learner`, a function that returns no
     algorithm class a ConfigError."""
-    return _resolve(get_learner(algo))
-
-
-def _resolve(learner: Learner) -> type[BaseAlgorithm]:
-    module_name, _, qualname = learner.algorithm.partition(":")
-    where = f"learner {learner.name!r} names its algorithm {learner.algorithm!r}"
-    try:
-        found: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        raise ConfigError(f"{where}, but module {e.name!r} is not found") from e
-    for part in qualname.split("."):
-        found = getattr(found, part, None)
+    learner = get_learner(algo)
+    found = learner.algorithm()
     if not (isinstance(found, type) and issubclass(found, BaseAlgorithm)):
-        raise ConfigError(f"{where}, which is no Stable-Baselines3 algorithm class: {found!r}")
+        raise ConfigError(
+            f"learner {learner.name!r}: its algorithm function returned {found!r}, which is no "
+            "Stable-Baselines3 algorithm class"
+        )
     return found
 
 
 class _Algorithms(Mapping[str, type[BaseAlgorithm]]):
     """Learner name -> algorithm class: :data:`txrl.learners.LEARNERS` with each record's
-    class imported on access."""
+    class imported on access (:func:`algorithm_class`)."""
 
     def __getitem__(self, algo: str) -> type[BaseAlgorithm]:
         if algo not in learner_names():

@@ -11,7 +11,10 @@ Legend: S steps per segment, G segments per minibatch, X = S * G transitions, B 
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -20,7 +23,7 @@ from gymnasium import spaces
 from stable_baselines3.common.distributions import Distribution
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
@@ -40,6 +43,7 @@ from txrl.sb3.checks import (
 from txrl.sb3.graphs import GraphedActing, graphs_apply
 from txrl.sb3.logger import FolderlessLogging
 from txrl.sb3.policies import POLICY_ALIASES, MemoryActorCriticPolicy
+from txrl.sb3.schedule import setting_argument
 
 SelfMemoryAlgorithm = TypeVar("SelfMemoryAlgorithm", bound="MemoryOnPolicyAlgorithm[Any]")
 #: A learner's per-``train()`` settings for its loss (e.g. MemoryPPO's
@@ -76,80 +80,79 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
     rollout_buffer: MemoryRolloutBuffer
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = POLICY_ALIASES  # type: ignore[assignment]  # SB3's dict of BasePolicy classes; a dict is invariant in its values
 
+    #: The learner's settings dataclass (a subclass of
+    #: :class:`~txrl.learners.settings.MemoryLearnerSettings`, the YAML section of its
+    #: ``algo``): the one declaration of the settings the constructor takes, their defaults and
+    #: their documentation. Its fields are the constructor's keyword arguments
+    #: (``inspect.signature(MemoryPPO)`` lists them, derived in ``__init_subclass__``), and
+    #: each becomes the attribute of its name (:meth:`_take_settings`).
+    settings_class: ClassVar[type]
+    __signature__: ClassVar[inspect.Signature | None]
+    # the memory learners' common settings this class reads, as attributes (typed here for the
+    # type checker; declared, with defaults and documentation, in MemoryLearnerSettings)
+    check_finite: CheckFinite
+    cuda_graph: bool
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a class that writes its own constructor documents it itself
+        own = "__init__" in vars(cls) or not hasattr(cls, "settings_class")
+        cls.__signature__ = None if own else constructor_signature(cls.settings_class)
+
     def __init__(
         self,
         policy: str | type[MemoryActorCriticPolicy],
         env: GymEnv | str,
         *,
-        learning_rate: float | Schedule,
-        n_steps: int,
-        batch_size: int,
-        n_epochs: int,
-        segment_length: int,
-        gamma: float,
-        gae_lambda: float,
-        ent_coef: float | Schedule,
-        vf_coef: float,
-        max_grad_norm: float,
-        aux_loss_coef: dict[str, float] | None,
-        check_finite: CheckFinite,
-        cuda_graph: bool,
-        stats_window_size: int,
-        tensorboard_log: str | None,
-        policy_kwargs: dict[str, Any] | None,
-        verbose: int,
-        seed: int | None,
-        device: torch.device | str,
-        _init_setup_model: bool,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: torch.device | str = "auto",
+        _init_setup_model: bool = True,
+        **settings: Any,
     ) -> None:
+        learner = learner_settings(type(self), self.settings_class, settings)
         check_policy_kwargs(policy, self.policy_aliases, policy_kwargs)
         env = env_with_checked_observations(env, verbose)
-        for name, value in (
-            ("n_steps", n_steps),
-            ("batch_size", batch_size),
-            ("n_epochs", n_epochs),
-        ):
+        n_steps, segment_length = learner.n_steps, learner.segment_length
+        for name in ("n_steps", "batch_size", "n_epochs", "segment_length"):
+            value = getattr(learner, name)
             if not isinstance(value, int | np.integer) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not isinstance(segment_length, int | np.integer) or segment_length < 1:
-            raise ValueError(f"segment_length must be a positive int, got {segment_length!r}")
         if n_steps < segment_length or n_steps % segment_length:
             raise ValueError(
                 f"n_steps ({n_steps}) must be a multiple of segment_length ({segment_length}) and at least one segment; "
                 f"valid segment lengths for n_steps={n_steps}: {[s for s in range(1, n_steps + 1) if n_steps % s == 0]}"
             )
-        if batch_size % segment_length:
+        if learner.batch_size % segment_length:
             raise ValueError(
-                f"batch_size ({batch_size}) must be a multiple of segment_length ({segment_length}): "
+                f"batch_size ({learner.batch_size}) must be a multiple of segment_length ({segment_length}): "
                 "a minibatch is a set of whole segments"
             )
-        self.batch_size = int(batch_size)
-        self.n_epochs = int(n_epochs)
-        self.segment_length = int(segment_length)
-        self.aux_loss_coef = dict(aux_loss_coef or {})
-        if check_finite not in CHECK_FINITE_MODES:
+        if learner.check_finite not in CHECK_FINITE_MODES:
             raise ValueError(
-                f"check_finite must be one of {', '.join(map(repr, CHECK_FINITE_MODES))}, got {check_finite!r}"
+                f"check_finite must be one of {', '.join(map(repr, CHECK_FINITE_MODES))}, got {learner.check_finite!r}"
             )
-        self.check_finite = check_finite
-        if not isinstance(cuda_graph, bool):
-            raise ValueError(f"cuda_graph must be True or False, got {cuda_graph!r}")
-        self.cuda_graph = cuda_graph
+        if not isinstance(learner.cuda_graph, bool):
+            raise ValueError(f"cuda_graph must be True or False, got {learner.cuda_graph!r}")
         self._memory: Any = None
         self._shuffle_rng = np.random.default_rng(seed)
         super().__init__(
             policy,
             env,
-            learning_rate=learning_rate,
+            learning_rate=learner.learning_rate,
             n_steps=n_steps,
-            gamma=gamma,
-            gae_lambda=gae_lambda,
-            ent_coef=ent_coef,  # type: ignore[arg-type]  # SB3 types it float; MemoryPPO's _update_settings also reads a schedule
-            vf_coef=vf_coef,
-            max_grad_norm=max_grad_norm,
+            gamma=learner.gamma,
+            gae_lambda=learner.gae_lambda,
+            # SB3's entropy and value weights: a learner whose settings have them (MemoryPPO)
+            # keeps its own as attributes below
+            ent_coef=0.0,
+            vf_coef=0.0,
+            max_grad_norm=learner.max_grad_norm,
             use_sde=False,
             sde_sample_freq=-1,
-            stats_window_size=stats_window_size,
+            stats_window_size=learner.stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,
             verbose=verbose,
@@ -158,8 +161,19 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
             _init_setup_model=False,
             supported_action_spaces=SUPPORTED_ACTION_SPACES,
         )
+        self._take_settings(learner)
+        self.batch_size, self.n_epochs = int(learner.batch_size), int(learner.n_epochs)
+        self.segment_length = int(segment_length)
+        self.aux_loss_coef = dict(learner.aux_loss_coef or {})
         if _init_setup_model:
             self._setup_model()
+
+    def _take_settings(self, settings: Any) -> None:
+        """Keep each of the learner's settings as the attribute of its name, as SB3's
+        algorithms keep theirs (and a saved model stores them). A learner that keeps some of
+        them together overrides this (V-MPO's loss settings, one object its loss reads)."""
+        for field in dataclasses.fields(settings):
+            setattr(self, field.name, getattr(settings, field.name))
 
     def _setup_model(self) -> None:
         check_saved_by(self)
@@ -502,3 +516,45 @@ def _mean(values: list[torch.Tensor | float]) -> float:
     total = float(torch.stack(tensors).sum()) if tensors else 0.0
     total += sum(v for v in parts if not torch.is_tensor(v))
     return total / len(values)
+
+
+def learner_settings(algorithm: type, settings_class: type, given: Mapping[str, Any]) -> Any:
+    """``settings_class`` with the keyword arguments ``given`` to ``algorithm``'s constructor,
+    each as the algorithm takes it (``lin_<x>`` as SB3's schedule, a dict as a copy:
+    :func:`txrl.sb3.schedule.setting_argument`); a name that is no setting is a TypeError
+    naming the valid ones."""
+    names = [f.name for f in dataclasses.fields(settings_class)]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise TypeError(
+            f"{algorithm.__name__}() got unexpected keyword argument(s) "
+            f"{', '.join(map(repr, unknown))}; its settings ({settings_class.__name__}): "
+            f"{', '.join(names)}"
+        )
+    settings = settings_class(**given)
+    return dataclasses.replace(
+        settings, **{name: setting_argument(getattr(settings, name)) for name in names}
+    )
+
+
+def constructor_signature(settings_class: type) -> inspect.Signature:
+    """The signature of a memory learner's constructor: ``policy`` and ``env``, then each
+    field of ``settings_class`` as a keyword argument with the field's default, then SB3's
+    wiring (``tensorboard_log``, ``policy_kwargs``, ``verbose``, ``seed``, ``device``)."""
+    base = inspect.signature(MemoryOnPolicyAlgorithm.__init__).parameters.values()
+    policy_env = [p for p in base if p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "self"]
+    wiring = [p for p in base if p.kind is p.KEYWORD_ONLY]
+    fields = [
+        inspect.Parameter(
+            field.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=(
+                field.default_factory()
+                if field.default_factory is not dataclasses.MISSING
+                else field.default
+            ),
+            annotation=field.type,
+        )
+        for field in dataclasses.fields(settings_class)
+    ]
+    return inspect.Signature([*policy_env, *fields, *wiring])

@@ -10,8 +10,10 @@ The path of a loss setting, ``ent_coef`` for one, from a config to the loss:
 1. the YAML's ``ppo: ent_coef: lin_0.01`` is read into
    :class:`txrl.learners.ppo.settings.MemoryPPOSettings` (``ent_coef``, checked against its
    type);
-2. :func:`txrl.run.algorithms.settings_kwargs` passes it to ``MemoryPPO(ent_coef=...)`` (a
-   ``lin_<x>`` becoming SB3's linear schedule), kept as SB3's ``self.ent_coef``;
+2. :func:`txrl.run.algorithms.settings_kwargs` passes it to ``MemoryPPO(ent_coef=...)``, a
+   keyword argument because it is a field of the settings (the constructor is derived from
+   them, :attr:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm.settings_class`), kept as
+   ``self.ent_coef`` (a ``lin_<x>`` as SB3's linear schedule);
 3. each ``train()`` reads the schedules once, at the current progress, into a
    :class:`PPOUpdate` (:meth:`MemoryPPO._update_settings`);
 4. each minibatch's :meth:`MemoryPPO._loss` passes ``update.ent_coef`` to
@@ -23,22 +25,13 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import torch
-from stable_baselines3.common.type_aliases import GymEnv, Schedule
+from stable_baselines3.common.type_aliases import Schedule
 from stable_baselines3.common.utils import FloatSchedule
 
 from txrl.learners.ppo.loss import ppo_loss
 from txrl.learners.ppo.settings import MemoryPPOSettings
 from txrl.sb3.algorithm import MemoryOnPolicyAlgorithm
 from txrl.sb3.buffer import SegmentBatch
-from txrl.sb3.policies import MemoryActorCriticPolicy
-from txrl.sb3.schedule import setting_argument
-from txrl.schema import CheckFinite
-
-_DEFAULTS = MemoryPPOSettings()  # the constructor's defaults, declared (and documented) there
-# the defaults of settings that may be ``lin_<x>`` schedules, as the constructor takes them
-_LEARNING_RATE = setting_argument(_DEFAULTS.learning_rate)
-_CLIP_RANGE = setting_argument(_DEFAULTS.clip_range)
-_ENT_COEF = setting_argument(_DEFAULTS.ent_coef)
 
 
 def _setting_at_progress(value: float | Schedule, progress: float) -> float:
@@ -65,8 +58,10 @@ class MemoryPPO(MemoryOnPolicyAlgorithm[PPOUpdate]):
     >>> model.learn(10_000)
 
     Parameters are SB3 PPO's, plus ``segment_length`` (steps per training sequence) and
-    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`); each is documented, with its
-    default, in :class:`txrl.learners.ppo.settings.MemoryPPOSettings`. One difference from
+    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`): the fields of
+    :class:`txrl.learners.ppo.settings.MemoryPPOSettings`, each documented there with its
+    default, and each kept as the attribute of its name. Adding one is its field there and
+    its use here. One difference from
     SB3: with ``clip_range_vf`` set, the value loss is max(unclipped, clipped) squared error
     (OpenAI baselines' form, see :func:`txrl.learners.ppo.loss.ppo_loss`). Policies:
     ``Mlp|Cnn|MultiInput`` + ``GTrXL|TrXLI|TrXL|Lstm|Gru|Memory`` + ``Policy``
@@ -74,63 +69,14 @@ class MemoryPPO(MemoryOnPolicyAlgorithm[PPOUpdate]):
     ``policy_kwargs=dict(backbone=<name>)`` for any registered backbone.
     """
 
-    def __init__(
-        self,
-        policy: str | type[MemoryActorCriticPolicy],
-        env: GymEnv | str,
-        learning_rate: float | Schedule = _LEARNING_RATE,
-        n_steps: int = _DEFAULTS.n_steps,
-        batch_size: int = _DEFAULTS.batch_size,
-        n_epochs: int = _DEFAULTS.n_epochs,
-        segment_length: int = _DEFAULTS.segment_length,
-        gamma: float = _DEFAULTS.gamma,
-        gae_lambda: float = _DEFAULTS.gae_lambda,
-        clip_range: float | Schedule = _CLIP_RANGE,
-        clip_range_vf: float | Schedule | None = _DEFAULTS.clip_range_vf,
-        normalize_advantage: bool = _DEFAULTS.normalize_advantage,
-        ent_coef: float | Schedule = _ENT_COEF,
-        vf_coef: float = _DEFAULTS.vf_coef,
-        max_grad_norm: float = _DEFAULTS.max_grad_norm,
-        target_kl: float | None = _DEFAULTS.target_kl,
-        aux_loss_coef: dict[str, float] | None = _DEFAULTS.aux_loss_coef,
-        check_finite: CheckFinite = _DEFAULTS.check_finite,
-        cuda_graph: bool = _DEFAULTS.cuda_graph,
-        stats_window_size: int = _DEFAULTS.stats_window_size,
-        tensorboard_log: str | None = None,
-        policy_kwargs: dict[str, Any] | None = None,
-        verbose: int = 0,
-        seed: int | None = None,
-        device: torch.device | str = "auto",
-        _init_setup_model: bool = True,
-    ) -> None:
-        self.clip_range = clip_range
-        self.clip_range_vf = clip_range_vf
-        self.normalize_advantage = normalize_advantage
-        self.target_kl = target_kl
-        super().__init__(
-            policy,
-            env,
-            learning_rate=learning_rate,
-            n_steps=n_steps,
-            batch_size=batch_size,
-            n_epochs=n_epochs,
-            segment_length=segment_length,
-            gamma=gamma,
-            gae_lambda=gae_lambda,
-            ent_coef=ent_coef,
-            vf_coef=vf_coef,
-            max_grad_norm=max_grad_norm,
-            aux_loss_coef=aux_loss_coef,
-            check_finite=check_finite,
-            cuda_graph=cuda_graph,
-            stats_window_size=stats_window_size,
-            tensorboard_log=tensorboard_log,
-            policy_kwargs=policy_kwargs,
-            verbose=verbose,
-            seed=seed,
-            device=device,
-            _init_setup_model=_init_setup_model,
-        )
+    settings_class = MemoryPPOSettings
+
+    # PPO's own settings as the attributes this class reads (typed here for the type checker;
+    # each is declared, with its default and documentation, in MemoryPPOSettings)
+    clip_range: float | Schedule
+    clip_range_vf: float | Schedule | None
+    normalize_advantage: bool
+    target_kl: float | None
 
     def _setup_model(self) -> None:
         super()._setup_model()

@@ -1,15 +1,14 @@
 """MemoryPPO's settings: PPO (Schulman et al. 2017) on a txrl memory policy.
 
-The defaults of :class:`txrl.MemoryPPO`'s constructor are these fields' defaults; the YAML
-section ``ppo:`` sets them. :data:`LEARNER` is the learner's record in the registry
-(:data:`txrl.learners.LEARNERS`).
+:class:`txrl.MemoryPPO`'s constructor takes these fields as its keyword arguments, with
+their defaults (it is derived from them); the YAML section ``ppo:`` sets them. The learner's
+record is :data:`txrl.learners.ppo.LEARNER`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from txrl.learners.record import Learner, memory_policy
 from txrl.learners.settings import MemoryLearnerSettings
 from txrl.schema import (
     LinearDecay,
@@ -23,7 +22,9 @@ from txrl.schema import (
 
 @dataclass(frozen=True)
 class PPOLossSettings:
-    """The settings of PPO's objective, shared by every PPO learner, with SB3's defaults."""
+    """The settings of PPO's objective, shared by every PPO learner, with SB3's defaults
+    (the entropy bonus ``ent_coef`` is each learner's own: MemoryPPO's takes a schedule,
+    sb3-contrib's RecurrentPPO a number)."""
 
     gamma: UnitFloat = 0.99
     """Discount factor."""
@@ -35,8 +36,6 @@ class PPOLossSettings:
     """Clip of the value prediction around its rollout value; ``null``: no clipping."""
     normalize_advantage: bool = True
     """Normalise the advantages of each minibatch to zero mean and unit variance."""
-    ent_coef: NonNegativeFloat = 0.0
-    """Entropy bonus coefficient (0, as SB3's PPO; the shipped configs use 0.01)."""
     vf_coef: NonNegativeFloat = 0.5
     """Value-loss coefficient."""
     max_grad_norm: PositiveFloat = 0.5
@@ -54,7 +53,7 @@ class MemoryPPOSettings(PPOLossSettings, MemoryLearnerSettings):
     learning_rate: PositiveRate = 3e-4
     """Adam step size; ``lin_<number>`` (rl-baselines3-zoo's notation): from that number at
     the start linearly to 0 at the end of the budget."""
-    ent_coef: NonNegativeFloat | LinearDecay = 0.0  # type: ignore[assignment]  # widens the shared field: MemoryPPO takes a schedule too
+    ent_coef: NonNegativeFloat | LinearDecay = 0.0
     """Entropy bonus coefficient (0, as SB3's PPO; the shipped configs use 0.01);
     ``lin_<number>``: from that number at the start linearly to 0 at the end of the budget
     (more exploration early, a settled policy late)."""
@@ -72,10 +71,4 @@ class MemoryPPOSettings(PPOLossSettings, MemoryLearnerSettings):
     must divide ``n_steps`` and ``batch_size``."""
 
 
-LEARNER = Learner(
-    name="ppo",
-    settings=MemoryPPOSettings,
-    algorithm="txrl.learners.ppo.algorithm:MemoryPPO",
-    policy=memory_policy,
-    zoo_name="memory_ppo",
-)
+__all__ = ["MemoryPPOSettings", "PPOLossSettings"]

@@ -1,14 +1,40 @@
 """sb3-contrib's RecurrentPPO as a txrl learner, ``algo: recurrent_ppo``.
 
 * :mod:`~txrl.learners.recurrent_ppo.settings`: its settings (the ``recurrent_ppo:``
-  section), the policy a config gives it, and its record, torch-free;
+  section) and the policy a config gives it, torch-free;
 * :mod:`~txrl.learners.recurrent_ppo.algorithm`:
   :class:`~txrl.learners.recurrent_ppo.algorithm.RecurrentPPO`, sb3-contrib's algorithm
   with the memory access a run needs. Its loss is sb3-contrib's.
 
-Importing the package loads only the settings (no torch); their names are attributes here.
+Importing the package loads only the settings (no torch); :data:`LEARNER` is the learner's
+record in the registry (:data:`txrl.learners.LEARNERS`), and :func:`recurrent_ppo` the one
+function that imports the algorithm, when a run trains it.
 """
 
-from txrl.learners.recurrent_ppo.settings import LEARNER, RecurrentPPOSettings, lstm_policy
+from __future__ import annotations
 
-__all__ = ["LEARNER", "RecurrentPPOSettings", "lstm_policy"]
+from txrl.learners.record import Learner
+from txrl.learners.recurrent_ppo.settings import RecurrentPPOSettings, lstm_policy
+
+
+def recurrent_ppo() -> type:
+    """:class:`txrl.learners.recurrent_ppo.algorithm.RecurrentPPO`, imported (with torch and
+    sb3-contrib) when a run trains it."""
+    from txrl.learners.recurrent_ppo.algorithm import RecurrentPPO
+
+    return RecurrentPPO
+
+
+LEARNER = Learner(
+    name="recurrent_ppo",
+    settings=RecurrentPPOSettings,
+    algorithm=recurrent_ppo,
+    policy=lstm_policy,
+    backbones=("lstm",),
+    # sb3-contrib stores MultiBinary actions as int8, which its Bernoulli log-probability
+    # (``binary_cross_entropy_with_logits``) cannot take: it fails in torch
+    action_spaces=("Box", "Discrete", "MultiDiscrete"),
+    trains_memory_policies=False,
+)
+
+__all__ = ["LEARNER", "RecurrentPPOSettings", "lstm_policy", "recurrent_ppo"]

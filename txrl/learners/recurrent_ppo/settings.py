@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from txrl.learners.ppo.settings import PPOLossSettings
-from txrl.learners.record import Learner
 from txrl.learners.settings import SB3LearnerSettings
-from txrl.schema import Interval, PositiveInt, PositiveRate
+from txrl.schema import Interval, NonNegativeFloat, PositiveInt, PositiveRate
 
 
 @dataclass(frozen=True)
@@ -32,6 +31,8 @@ class RecurrentPPOSettings(PPOLossSettings, SB3LearnerSettings):
 
     learning_rate: PositiveRate = 3e-4
     """Adam step size; ``lin_<number>``: from that number linearly to 0 over the budget."""
+    ent_coef: NonNegativeFloat = 0.0
+    """Entropy bonus coefficient (0, as SB3's PPO); a number: sb3-contrib takes no schedule."""
     n_steps: PositiveInt = 128
     """Steps per env per rollout."""
     batch_size: Annotated[int, Interval(2)] = 128
@@ -62,14 +63,4 @@ def lstm_policy(policy: Any, encoder_prefix: str) -> tuple[str, dict[str, Any]]:
     return encoder_prefix + "LstmPolicy", kwargs
 
 
-LEARNER = Learner(
-    name="recurrent_ppo",
-    settings=RecurrentPPOSettings,
-    algorithm="txrl.learners.recurrent_ppo.algorithm:RecurrentPPO",
-    policy=lstm_policy,
-    backbones=("lstm",),
-    # sb3-contrib stores MultiBinary actions as int8, which its Bernoulli log-probability
-    # (``binary_cross_entropy_with_logits``) cannot take: it fails in torch
-    action_spaces=("Box", "Discrete", "MultiDiscrete"),
-    trains_memory_policies=False,
-)
+__all__ = ["RecurrentPPOSettings", "lstm_policy"]

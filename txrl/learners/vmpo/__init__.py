@@ -1,16 +1,39 @@
 """V-MPO (Song et al. 2019) on a txrl memory policy, ``algo: vmpo``.
 
-* :mod:`~txrl.learners.vmpo.settings`: its settings (the ``vmpo:`` section), the loss's
-  configuration and its record, torch-free;
+* :mod:`~txrl.learners.vmpo.settings`: its settings (the ``vmpo:`` section) and the loss's
+  configuration, torch-free;
 * :mod:`~txrl.learners.vmpo.loss`: the loss, value regression + E-step + M-step;
 * :mod:`~txrl.learners.vmpo.multipliers`: the Lagrange multipliers eta and alpha;
 * :mod:`~txrl.learners.vmpo.popart`: PopArt value normalisation;
 * :mod:`~txrl.learners.vmpo.algorithm`: :class:`~txrl.learners.vmpo.algorithm.VMPO`, the SB3
   algorithm.
 
-Importing the package loads only the settings (no torch); their names are attributes here.
+Importing the package loads only the settings (no torch); :data:`LEARNER` is the learner's
+record in the registry (:data:`txrl.learners.LEARNERS`), and :func:`vmpo` the one function
+that imports the algorithm, when a run trains it.
 """
 
-from txrl.learners.vmpo.settings import LEARNER, VMPOConfig, VMPOLossSettings, VMPOSettings
+from __future__ import annotations
 
-__all__ = ["LEARNER", "VMPOConfig", "VMPOLossSettings", "VMPOSettings"]
+from txrl.learners.record import Learner, memory_policy
+from txrl.learners.vmpo.settings import VMPOConfig, VMPOLossSettings, VMPOSettings
+
+
+def vmpo() -> type:
+    """:class:`txrl.learners.vmpo.algorithm.VMPO`, imported (with torch) when a run trains it."""
+    from txrl.learners.vmpo.algorithm import VMPO
+
+    return VMPO
+
+
+LEARNER = Learner(
+    name="vmpo",
+    settings=VMPOSettings,
+    algorithm=vmpo,
+    policy=memory_policy,
+    # the KL of Eq. (5) is implemented for categorical and diagonal-Gaussian policies
+    action_spaces=("Discrete", "Box"),
+    zoo_name="vmpo",
+)
+
+__all__ = ["LEARNER", "VMPOConfig", "VMPOLossSettings", "VMPOSettings", "vmpo"]

@@ -21,12 +21,12 @@ start never bootstraps across the boundary).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any, NamedTuple
 
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.distributions import CategoricalDistribution, DiagGaussianDistribution
-from stable_baselines3.common.type_aliases import GymEnv, Schedule
 
 from txrl.learners.vmpo.loss import (
     CategoricalParams,
@@ -37,16 +37,10 @@ from txrl.learners.vmpo.loss import (
 )
 from txrl.learners.vmpo.multipliers import VMPOMultipliers
 from txrl.learners.vmpo.popart import PopArtValueHead
-from txrl.learners.vmpo.settings import VMPOConfig, VMPOSettings
+from txrl.learners.vmpo.settings import VMPOConfig, VMPOLossSettings, VMPOSettings
 from txrl.sb3.algorithm import MemoryOnPolicyAlgorithm
 from txrl.sb3.buffer import MemoryRolloutBuffer, SegmentBatch
 from txrl.sb3.policies import MemoryActorCriticPolicy
-from txrl.sb3.schedule import setting_argument
-from txrl.schema import CheckFinite
-
-_DEFAULTS = VMPOSettings()  # the constructor's defaults, declared (and documented) there
-# the defaults of settings that may be ``lin_<x>`` schedules, as the constructor takes them
-_LEARNING_RATE = setting_argument(_DEFAULTS.learning_rate)
 
 
 class VMPOUpdate(NamedTuple):
@@ -80,84 +74,23 @@ class VMPO(MemoryOnPolicyAlgorithm[VMPOUpdate]):
         moments close 90% of a gap in ln(10)/beta learner steps (23k at beta = 1e-4).
     """
 
-    def __init__(
-        self,
-        policy: str | type[MemoryActorCriticPolicy],
-        env: GymEnv | str,
-        learning_rate: float | Schedule = _LEARNING_RATE,
-        n_steps: int = _DEFAULTS.n_steps,
-        batch_size: int = _DEFAULTS.batch_size,
-        n_epochs: int = _DEFAULTS.n_epochs,
-        segment_length: int = _DEFAULTS.segment_length,
-        gamma: float = _DEFAULTS.gamma,
-        gae_lambda: float = _DEFAULTS.gae_lambda,
-        epsilon_eta: float = _DEFAULTS.epsilon_eta,
-        epsilon_alpha: float = _DEFAULTS.epsilon_alpha,
-        epsilon_alpha_mu: float = _DEFAULTS.epsilon_alpha_mu,
-        epsilon_alpha_sigma: float = _DEFAULTS.epsilon_alpha_sigma,
-        init_eta: float = _DEFAULTS.init_eta,
-        init_alpha: float = _DEFAULTS.init_alpha,
-        init_alpha_mu: float = _DEFAULTS.init_alpha_mu,
-        init_alpha_sigma: float = _DEFAULTS.init_alpha_sigma,
-        target_update_period: int | None = _DEFAULTS.target_update_period,
-        value_loss_coef: float = _DEFAULTS.value_loss_coef,
-        popart: bool = _DEFAULTS.popart,
-        max_grad_norm: float = _DEFAULTS.max_grad_norm,
-        aux_loss_coef: dict[str, float] | None = _DEFAULTS.aux_loss_coef,
-        check_finite: CheckFinite = _DEFAULTS.check_finite,
-        cuda_graph: bool = _DEFAULTS.cuda_graph,
-        stats_window_size: int = _DEFAULTS.stats_window_size,
-        tensorboard_log: str | None = None,
-        policy_kwargs: dict[str, Any] | None = None,
-        verbose: int = 0,
-        seed: int | None = None,
-        device: torch.device | str = "auto",
-        _init_setup_model: bool = True,
-    ) -> None:
-        if target_update_period is not None and (
-            not isinstance(target_update_period, int) or target_update_period < 1
-        ):
-            raise ValueError(
-                f"target_update_period must be an int >= 1 or None, got {target_update_period!r}"
-            )
-        self.vmpo_config = VMPOConfig(
-            epsilon_eta=epsilon_eta,
-            epsilon_alpha=epsilon_alpha,
-            epsilon_alpha_mu=epsilon_alpha_mu,
-            epsilon_alpha_sigma=epsilon_alpha_sigma,
-            init_eta=init_eta,
-            init_alpha=init_alpha,
-            init_alpha_mu=init_alpha_mu,
-            init_alpha_sigma=init_alpha_sigma,
-            value_loss_coef=value_loss_coef,
-            popart=popart,
-        )
-        self.target_update_period = target_update_period
+    settings_class = VMPOSettings
+
+    #: the settings of the loss, kept together as the one object the loss, the multipliers
+    #: and PopArt read (under the name a saved model stores it)
+    vmpo_config: VMPOConfig
+    target_update_period: int | None
+
+    def _take_settings(self, settings: VMPOSettings) -> None:
+        period = settings.target_update_period
+        if period is not None and (not isinstance(period, int) or period < 1):
+            raise ValueError(f"target_update_period must be an int >= 1 or None, got {period!r}")
+        loss = {field.name for field in dataclasses.fields(VMPOLossSettings)}
+        self.vmpo_config = VMPOConfig(**{name: getattr(settings, name) for name in loss})
+        for field in dataclasses.fields(settings):
+            if field.name not in loss:
+                setattr(self, field.name, getattr(settings, field.name))
         self._gradient_steps = 0
-        super().__init__(
-            policy,
-            env,
-            learning_rate=learning_rate,
-            n_steps=n_steps,
-            batch_size=batch_size,
-            n_epochs=n_epochs,
-            segment_length=segment_length,
-            gamma=gamma,
-            gae_lambda=gae_lambda,
-            ent_coef=0.0,
-            vf_coef=value_loss_coef,
-            max_grad_norm=max_grad_norm,
-            aux_loss_coef=aux_loss_coef,
-            check_finite=check_finite,
-            cuda_graph=cuda_graph,
-            stats_window_size=stats_window_size,
-            tensorboard_log=tensorboard_log,
-            policy_kwargs=policy_kwargs,
-            verbose=verbose,
-            seed=seed,
-            device=device,
-            _init_setup_model=_init_setup_model,
-        )
 
     def _check_action_space(self) -> None:
         # the KL of Eq. (5) is implemented for categorical and diagonal-Gaussian policies

@@ -29,7 +29,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from txrl.learners.record import Learner, memory_policy
 from txrl.learners.settings import MemoryLearnerSettings
 from txrl.schema import (
     NonNegativeFloat,
@@ -111,17 +110,6 @@ class VMPOSettings(VMPOLossSettings, MemoryLearnerSettings):
     """Global gradient-norm clip."""
 
 
-LEARNER = Learner(
-    name="vmpo",
-    settings=VMPOSettings,
-    algorithm="txrl.learners.vmpo.algorithm:VMPO",
-    policy=memory_policy,
-    # the KL of Eq. (5) is implemented for categorical and diagonal-Gaussian policies
-    action_spaces=("Discrete", "Box"),
-    zoo_name="vmpo",
-)
-
-
 @dataclass(frozen=True)
 class VMPOConfig(VMPOLossSettings):
     """The hyperparameters the loss and the learner's multipliers and PopArt head read.
@@ -183,4 +171,4 @@ def _check_number(name: str, value: object, valid: str, ok: Callable[[float], bo
         raise ValueError(f"VMPOConfig.{name} must be {valid}, got {value!r}")
 
 
-__all__ = ["LEARNER", "VMPOConfig", "VMPOLossSettings", "VMPOSettings"]
+__all__ = ["VMPOConfig", "VMPOLossSettings", "VMPOSettings"]
