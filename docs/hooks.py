@@ -1,6 +1,7 @@
-"""The generated pages of the documentation: the config reference and the CLI reference.
+"""The generated pages of the documentation: the config reference, the CLI reference and
+the API page of the backbones' settings.
 
-Both are derived at build time from what the library declares once, so they cannot drift:
+They are derived at build time from what the library declares once, so they cannot drift:
 
 * the config reference from the config dataclasses (:mod:`txrl.config.sections`, the
   learners' settings of :mod:`txrl.learners`, the backbones' settings of
@@ -8,9 +9,11 @@ Both are derived at build time from what the library declares once, so they cann
   form its value must take (in the words the config checker's errors use), its default and
   its docstring (the string literal under the field, read from the source);
 * the CLI reference from the ``argparse`` parser that ``txrl`` itself runs
-  (:func:`txrl.cli.build_parser`).
+  (:func:`txrl.cli.build_parser`);
+* the API page of the backbones' settings from the backbone registry: one mkdocstrings
+  entry per settings class, so a backbone registered later gets its entry without an edit.
 
-``mkdocs.yml`` loads this file as a hook: :func:`on_files` adds both pages to the build
+``mkdocs.yml`` loads this file as a hook: :func:`on_files` adds the pages to the build
 without writing anything into ``docs/``. ``tests/test_docs.py`` calls the generators too.
 """
 
@@ -30,6 +33,7 @@ from typing import Any
 #: Where the generated pages sit in the site, and their nav entries in ``mkdocs.yml``.
 CONFIG_PAGE = "reference/config.md"
 CLI_PAGE = "reference/cli.md"
+BACKBONE_SETTINGS_PAGE = "api/backbone-settings.md"
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -290,10 +294,40 @@ def cli_reference() -> str:
     return "\n".join(parts)
 
 
+def backbone_settings_page() -> str:
+    """The API page of every backbone's settings: one mkdocstrings entry per settings class
+    (each with its constructor's signature and its fields), headed by the backbones that
+    take it, in the registry's order."""
+    from txrl.backbones import backbone_names, get_backbone
+
+    classes: dict[type, list[str]] = {}
+    for name in backbone_names():
+        classes.setdefault(get_backbone(name).settings, []).append(name)
+    parts = [
+        "# Backbone settings",
+        "",
+        "Generated from the backbone registry when the site is built: the settings dataclass "
+        "of every backbone, with its fields, their types and defaults. "
+        "`txrl.make_backbone(name, **settings)` and `policy_kwargs` take them by name; the "
+        "[config reference](../reference/config.md#backbone-settings) gives the same "
+        "settings as the keys of a config.",
+    ]
+    for cls, names in classes.items():
+        parts += [
+            "",
+            "## " + ", ".join(f"`{name}`" for name in names),
+            "",
+            f"::: {cls.__module__}.{cls.__qualname__}",
+        ]
+    parts.append("")
+    return "\n".join(parts)
+
+
 def on_files(files: Any, config: Any) -> Any:
     """mkdocs hook: add the generated pages to the build."""
     from mkdocs.structure.files import File
 
     files.append(File.generated(config, CONFIG_PAGE, content=config_reference()))
     files.append(File.generated(config, CLI_PAGE, content=cli_reference()))
+    files.append(File.generated(config, BACKBONE_SETTINGS_PAGE, content=backbone_settings_page()))
     return files

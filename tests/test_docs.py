@@ -10,6 +10,7 @@ namespace (a page reads top to bottom), in a temporary working directory.
 from __future__ import annotations
 
 import dataclasses
+import html
 import importlib.util
 import os
 import re
@@ -31,13 +32,18 @@ EXAMPLE_FILES = sorted([ROOT / "README.md", *DOCS.rglob("*.md")])
 FENCE_LANGUAGES = {"python", "bash", "yaml", "text"}
 
 
-def _hooks() -> ModuleType:
-    """``docs/hooks.py``, the generators of the config and CLI references."""
-    spec = importlib.util.spec_from_file_location("txrl_docs_hooks", DOCS / "hooks.py")
+def _docs_module(name: str) -> ModuleType:
+    """``docs/<name>.py``, one of the site's hooks, loaded as a module."""
+    spec = importlib.util.spec_from_file_location(f"txrl_docs_{name}", DOCS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _hooks() -> ModuleType:
+    """``docs/hooks.py``, the generators of the config and CLI references."""
+    return _docs_module("hooks")
 
 
 def _build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
@@ -67,11 +73,28 @@ def test_the_site_builds_strictly_with_the_generated_pages(tmp_path: Path) -> No
     assert "--aggregate-only" in cli_page
     api_page = (tmp_path / "site" / "api" / "nn" / "index.html").read_text()
     assert 'id="txrl.nn.MemoryState"' in api_page
+    # classes show their constructor's signature, with types and defaults
+    top = _text(tmp_path / "site" / "api" / "txrl" / "index.html")
+    assert "MemoryPPO(policy: str | type[MemoryActorCriticPolicy], env:" in top
+    settings = _text(tmp_path / "site" / "api" / "backbone-settings" / "index.html")
+    assert "GTrXLConfig(input_dim: int, d_model: int = 128," in settings
+    # txrl.envs installs from envs/ and has its API page under its installed name
+    envs = _text(tmp_path / "site" / "api" / "envs" / "index.html")
+    assert "TMazeEnv(length: int = 10, active: bool = True," in envs
+    tasks = _text(tmp_path / "site" / "reference" / "tasks" / "index.html")
+    assert "txrl/popgym-RepeatFirstHard-v0" in tasks
     # a study's record is included from results/, not copied into docs/
     assert (
         "held-out seeds 80-82"
         in (tmp_path / "site" / "results" / "tmaze" / "index.html").read_text()
     )
+
+
+def _text(page: Path) -> str:
+    """A built page's text, tags dropped and whitespace joined (a signature spans many
+    elements)."""
+    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+    return " ".join(text.replace("( ", "(").split()).replace("( ", "(")
 
 
 @pytest.mark.slow  # a second build of the site
@@ -124,14 +147,26 @@ def test_the_config_reference_has_every_key_with_its_docstring() -> None:
     assert "End the run early" in row and "a number or null" in row and "`null`" in row
 
 
-def test_a_redeclared_field_keeps_the_subclass_docstring() -> None:
-    from txrl.learners.ppo import MemoryPPOSettings, PPOLossSettings
+@dataclasses.dataclass
+class _Base:
+    rate: float = 0.1
+    """The base's rate."""
+    kept: int = 1
+    """Inherited as it is."""
 
+
+@dataclasses.dataclass
+class _Sub(_Base):
+    rate: float = 0.2
+    """The subclass's rate, documented anew."""
+
+
+def test_a_redeclared_field_keeps_the_subclass_docstring() -> None:
     hooks = _hooks()
-    assert "lin_<number>" not in hooks.field_docs(PPOLossSettings)["ent_coef"]
-    assert "lin_<number>" in hooks.field_docs(MemoryPPOSettings)["ent_coef"]
+    assert hooks.field_docs(_Base)["rate"] == "The base's rate."
+    assert hooks.field_docs(_Sub)["rate"] == "The subclass's rate, documented anew."
     # inherited fields keep the base class's docstring
-    assert hooks.field_docs(MemoryPPOSettings)["gamma"] == "Discount factor."
+    assert hooks.field_docs(_Sub)["kept"] == "Inherited as it is."
 
 
 def test_the_backbone_settings_say_where_each_goes() -> None:
@@ -211,3 +246,47 @@ def test_the_gate_table_gives_each_gate_its_declared_bias() -> None:
             assert rows[name] == "-" or rows[name].startswith("none"), (name, rows[name])
         else:
             assert rows[name] == f"{gate.default_bias:g}", (name, rows[name])
+
+
+def test_the_task_reference_lists_every_registered_id_and_no_other() -> None:
+    import gymnasium as gym
+
+    import txrl.envs  # noqa: F401  # registers the ids
+
+    page = _docs_module("task_reference").task_reference()
+    registered = {env_id for env_id in gym.registry if env_id.startswith("txrl/")}
+    named = set(re.findall(r"`(txrl/[\w-]+)`", page))
+    assert named == registered
+    assert len([i for i in registered if i.startswith("txrl/popgym-")]) == 56
+    # each task's arguments with their defaults, read from its constructor
+    row = next(line for line in page.splitlines() if line.startswith("| `wrong_turn_penalty` |"))
+    assert "`0.0`" in row and "wrong arm" in row
+    assert "| `min_decks` |" in page and "`RepeatPrevious(num_decks=1, k=4)`" in page
+
+
+def test_the_docstring_args_parser_reads_each_entry_whole() -> None:
+    parse = _docs_module("task_reference").docstring_args
+
+    def factory(a: int = 1, **kwargs: int) -> None:
+        """Make it.
+
+        Args:
+            a: the first line
+                and its continuation.
+            **kwargs: the rest.
+
+        Returns:
+            nothing.
+        """
+
+    assert parse(factory) == {"a": "the first line and its continuation.", "**kwargs": "the rest."}
+
+
+def test_every_backbone_has_an_entry_on_the_settings_page() -> None:
+    from txrl.backbones import backbone_names, get_backbone
+
+    page = _hooks().backbone_settings_page()
+    for name in backbone_names():
+        settings = get_backbone(name).settings
+        assert f"::: {settings.__module__}.{settings.__qualname__}" in page, name
+        assert f"`{name}`" in page
