@@ -90,8 +90,9 @@ def test_policy_section_policy_keywords_and_records_agree() -> None:
 
 def test_each_family_holds_its_settings_and_its_model_in_one_package() -> None:
     """Every built-in record is a row of the registry's table, comes from its family's
-    package (``txrl.backbones.<family>.BACKBONES``) and names a builder in that package's
-    ``model`` module; the models build from the settings their family declares."""
+    package (``txrl.backbones.<family>.BACKBONES``) and builds through that package's
+    ``_model()``, the one function that imports its ``model`` module; the models build from
+    the settings their family declares."""
     import importlib
 
     from txrl.backbones import BUILTIN_BACKBONES
@@ -101,15 +102,20 @@ def test_each_family_holds_its_settings_and_its_model_in_one_package() -> None:
     assert [r.name for r in BUILTIN_BACKBONES][:2] == ["gtrxl", "trxl_i"]  # the default first
     assert sorted(r.name for r in BUILTIN_BACKBONES) == backbone_names()
     for record in BUILTIN_BACKBONES:
-        assert isinstance(record.implementation, str), record.name
-        module, _, builder = record.implementation.partition(":")
-        family, model = module.rsplit(".", 1)
-        assert model == "model" and family.rsplit(".", 1)[0] == "txrl.backbones", module
-        assert record in importlib.import_module(family).BACKBONES
+        family = importlib.import_module(record.implementation.__module__)
+        assert family.__name__.rsplit(".", 1)[0] == "txrl.backbones", record.name
         assert record.settings.__module__.startswith("txrl.backbones."), record.name
-        assert callable(record.factory()), builder
+        assert record in family.BACKBONES
+        # the record builds through its family's model module, which it imports
+        assert callable(record.implementation) and callable(family._model), record.name
+        assert family._model().__name__ == f"{family.__name__}.model", record.name
     assert trxl_model.GTrXLConfig is backbone_config_class("gtrxl")
     assert rnn_model.RNNConfig is backbone_config_class("lstm")
+
+
+def test_a_record_builds_through_a_callable_not_a_name() -> None:
+    with pytest.raises(TypeError, match=r"backbone 'named': its implementation must be a callable"):
+        BackboneRecord("named", DecaySettings, "txrl.backbones.trxl.model:build_gtrxl")  # type: ignore[arg-type]  # the refused form
 
 
 def test_a_record_sharing_a_setting_it_lacks_is_an_error() -> None:
@@ -118,7 +124,7 @@ def test_a_record_sharing_a_setting_it_lacks_is_an_error() -> None:
         input_dim: int
 
     with pytest.raises(ValueError, match=r"shares d_model, which its settings Narrow lack"):
-        BackboneRecord("narrow", Narrow, "x:y", ("d_model",))
+        BackboneRecord("narrow", Narrow, lambda settings: None, ("d_model",))
 
 
 def test_unknown_backbone_and_setting_errors_name_the_valid_ones() -> None:
@@ -324,8 +330,14 @@ class EchoSettings:
     n_layers: int = 1
 
 
+def _model():
+    from echo_family import model
+
+    return model
+
+
 BACKBONES = (
-    BackboneRecord("test_echo", EchoSettings, f"{__name__}.model:build_echo", ("d_model",)),
+    BackboneRecord("test_echo", EchoSettings, lambda s: _model().build_echo(s), ("d_model",)),
 )
 '''
 

@@ -6,10 +6,10 @@ A family is a package of its own, ``txrl/backbones/<family>/``:
   are every setting a user may give, with their defaults and checks) and a tuple
   ``BACKBONES`` of :class:`BackboneRecord`, one per backbone of the family;
 * ``model.py``: its torch model, built from the papers' computation in :mod:`txrl.nn`
-  (attention, blocks, gates, memory). A record names its builder there as the string
-  ``f"{__name__}.model:build_x"`` (``"module:callable"``, absolute, written from the
-  family package's own name), so the model module is imported only when
-  :func:`make_backbone` builds one.
+  (attention, blocks, gates, memory). The package's ``__init__`` holds the one function that
+  imports it, ``_model()`` (``from txrl.backbones.<family> import model``), and each record
+  builds through it, ``lambda settings: _model().build_x(settings)``, so the model module
+  is imported only when :func:`make_backbone` builds one.
 
 :data:`BUILTIN_BACKBONES` below is the registry's whole table: the built-in families,
 imported by name, and their records in order. :mod:`txrl.backbones.transformer_settings`
@@ -86,7 +86,7 @@ _BUILTIN_SHARED = _union(record.shared for record in BUILTIN_BACKBONES)
 def register_backbone(
     name: str,
     config_cls: type,
-    implementation: str | Callable[[Any], Any] | None = None,
+    implementation: Callable[[Any], Any] | None = None,
     *,
     shared: tuple[str, ...] | None = None,
 ) -> Any:
@@ -94,9 +94,9 @@ def register_backbone(
 
     The extension point for new memory models: a backbone registered here is usable by every
     learner, the configs (``policy.backbone: name``) and ``txrl compare`` through its name.
-    ``implementation`` is ``callable(settings) -> Backbone`` or its ``"module:callable"``;
-    without it this returns a decorator for that callable (``@register_backbone(name, cls)``),
-    with it the new :class:`BackboneRecord`.
+    ``implementation`` is ``callable(settings) -> Backbone``; without it this returns a
+    decorator for that callable (``@register_backbone(name, cls)``), with it the new
+    :class:`BackboneRecord`.
     ``shared``: its settings a config's ``policy:`` section takes by name; ``None``: those of
     its fields that the built-in backbones share (``d_model``, ``n_layers``, ...).
     """
@@ -111,7 +111,7 @@ def register_backbone(
             "backbone_kwargs"
         )
 
-    def add(factory: str | Callable[[Any], Any]) -> BackboneRecord:
+    def add(factory: Callable[[Any], Any]) -> BackboneRecord:
         if name in _REGISTRY:
             raise ValueError(f"a backbone named {name!r} is already registered")
         record = BackboneRecord(name, config_cls, factory, tuple(shared))

@@ -1,14 +1,14 @@
 """What a backbone declares to the registry: its :class:`BackboneRecord`. No torch.
 
-A record names a backbone, its frozen settings dataclass and its builder. The builder is
-named as a ``"module:callable"`` string, so declaring a backbone (and checking a config
-against it) imports nothing of its torch model; :meth:`BackboneRecord.build` imports it.
+A record names a backbone, its frozen settings dataclass and its builder. A built-in family's
+builder is a one-line function of its torch-free package that imports the family's ``model``
+module when it is called, so declaring a backbone (and checking a config against it) imports
+nothing of its torch model; :meth:`BackboneRecord.build` calls it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,16 +29,23 @@ class BackboneRecord:
     ``backbone=`` of a policy."""
     settings: type
     """Frozen dataclass of its settings; ``input_dim`` is the one the policy fills in."""
-    implementation: str | Callable[[Any], Any]
-    """``"module:callable"`` (imported when a backbone is built, not before), or the
-    callable itself; ``callable(settings) -> txrl.nn.Backbone``. A built-in family names
-    the ``model`` module of its own package: ``f"{__name__}.model:build_x"``."""
+    implementation: Callable[[Any], Any]
+    """``implementation(settings) -> txrl.nn.Backbone``. A built-in family's imports the
+    ``model`` module of its own package when it is called, not before:
+    ``lambda settings: _model().build_x(settings)``, where the package's ``_model()`` is the
+    one line ``from txrl.backbones.<family> import model``."""
     shared: tuple[str, ...] = ()
     """Its settings that a config's ``policy:`` section and a memory policy's constructor
     take by name (``policy.d_model``, ``MemoryPPO(..., policy_kwargs={"d_model": 64})``);
     the others go in ``backbone_kwargs``."""
 
     def __post_init__(self) -> None:
+        if not callable(self.implementation):
+            raise TypeError(
+                f"backbone {self.name!r}: its implementation must be a callable "
+                f"settings -> Backbone, got {self.implementation!r} (a family imports its "
+                "model inside it: lambda settings: _model().build_x(settings))"
+            )
         if not dataclasses.is_dataclass(self.settings):
             raise TypeError(
                 f"backbone {self.name!r}: its settings must be a dataclass, got {self.settings!r}"
@@ -52,15 +59,9 @@ class BackboneRecord:
             )
 
     def build(self, settings: Any) -> Any:
-        """The torch module for ``settings`` (imports the implementation)."""
-        return self.factory()(settings)
-
-    def factory(self) -> Callable[[Any], Any]:
-        """The builder: the callable itself, or the one its ``"module:callable"`` names."""
-        if callable(self.implementation):
-            return self.implementation
-        module, _, attribute = self.implementation.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        """The torch module for ``settings`` (a built-in family's model, and torch, are
+        imported here)."""
+        return self.implementation(settings)
 
 
 def build_config(config_cls: type, kwargs: dict[str, Any], *, what: str) -> Any:

@@ -11,6 +11,7 @@ from them (the blocks of :mod:`txrl.nn.blocks` read ``d_model``, ``ff_width`` an
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from txrl.backbones.record import BackboneRecord, setting_names
@@ -101,7 +102,9 @@ class WindowConfig(CommonSettings):
     dropout: float = 0.0
 
 
-def transformer_record(name: str, settings: type, implementation: str) -> BackboneRecord:
+def transformer_record(
+    name: str, settings: type, implementation: Callable[[Any], Any]
+) -> BackboneRecord:
     """The record of a transformer backbone: those of :data:`TRANSFORMER_SHARED` that its
     ``settings`` have are shared (``universal`` has no ``n_layers``, ``linear`` no
     ``memory_length``)."""

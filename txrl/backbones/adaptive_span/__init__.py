@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 from typing import ClassVar
 
 from txrl.backbones.transformer_settings import WindowConfig, transformer_record
@@ -33,8 +34,16 @@ class AdaptiveSpanConfig(WindowConfig):
             )
 
 
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.adaptive_span.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.adaptive_span import model
+
+    return model
+
+
 BACKBONES = (
     transformer_record(
-        "adaptive_span", AdaptiveSpanConfig, f"{__name__}.model:build_adaptive_span"
+        "adaptive_span", AdaptiveSpanConfig, lambda settings: _model().build_adaptive_span(settings)
     ),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 from typing import ClassVar
 
 from txrl.backbones.transformer_settings import WindowConfig, check_positive, transformer_record
@@ -35,6 +36,16 @@ class CompressiveConfig(WindowConfig):
             )
 
 
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.compressive.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.compressive import model
+
+    return model
+
+
 BACKBONES = (
-    transformer_record("compressive", CompressiveConfig, f"{__name__}.model:build_compressive"),
+    transformer_record(
+        "compressive", CompressiveConfig, lambda settings: _model().build_compressive(settings)
+    ),
 )

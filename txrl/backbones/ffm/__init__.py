@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import ModuleType
 
 from txrl.backbones.record import BackboneRecord
 
@@ -58,6 +59,16 @@ class FFMConfig:
             )
 
 
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.ffm.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.ffm import model
+
+    return model
+
+
 BACKBONES = (
-    BackboneRecord("ffm", FFMConfig, f"{__name__}.model:build_ffm", ("n_layers", "d_model")),
+    BackboneRecord(
+        "ffm", FFMConfig, lambda settings: _model().build_ffm(settings), ("n_layers", "d_model")
+    ),
 )

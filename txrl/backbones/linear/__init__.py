@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 
 from txrl.backbones.transformer_settings import (
     CommonSettings,
@@ -57,7 +58,17 @@ class PerformerConfig(LinearConfig):
         check_int("seed", self.seed)
 
 
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.linear.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.linear import model
+
+    return model
+
+
 BACKBONES = (
-    transformer_record("linear", LinearConfig, f"{__name__}.model:build_linear"),
-    transformer_record("performer", PerformerConfig, f"{__name__}.model:build_performer"),
+    transformer_record("linear", LinearConfig, lambda settings: _model().build_linear(settings)),
+    transformer_record(
+        "performer", PerformerConfig, lambda settings: _model().build_performer(settings)
+    ),
 )

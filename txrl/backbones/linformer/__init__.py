@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 
 from txrl.backbones.transformer_settings import WindowConfig, check_int, transformer_record
 
@@ -18,4 +19,16 @@ class LinformerConfig(WindowConfig):
         check_int("proj_dim", self.proj_dim, 1)
 
 
-BACKBONES = (transformer_record("linformer", LinformerConfig, f"{__name__}.model:build_linformer"),)
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.linformer.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.linformer import model
+
+    return model
+
+
+BACKBONES = (
+    transformer_record(
+        "linformer", LinformerConfig, lambda settings: _model().build_linformer(settings)
+    ),
+)

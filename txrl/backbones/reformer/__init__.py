@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 
 from txrl.backbones.transformer_settings import WindowConfig, check_int, transformer_record
 
@@ -27,4 +28,16 @@ class ReformerConfig(WindowConfig):
         check_int("seed", self.seed)
 
 
-BACKBONES = (transformer_record("reformer", ReformerConfig, f"{__name__}.model:build_reformer"),)
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.reformer.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.reformer import model
+
+    return model
+
+
+BACKBONES = (
+    transformer_record(
+        "reformer", ReformerConfig, lambda settings: _model().build_reformer(settings)
+    ),
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 
 from txrl.backbones.record import BackboneRecord
 
@@ -30,7 +31,17 @@ class RNNConfig:
 
 
 _SHARED = ("n_layers", "d_model", "hidden_size")
+
+
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.rnn.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.rnn import model
+
+    return model
+
+
 BACKBONES = (
-    BackboneRecord("lstm", RNNConfig, f"{__name__}.model:build_lstm", _SHARED),
-    BackboneRecord("gru", RNNConfig, f"{__name__}.model:build_gru", _SHARED),
+    BackboneRecord("lstm", RNNConfig, lambda settings: _model().build_lstm(settings), _SHARED),
+    BackboneRecord("gru", RNNConfig, lambda settings: _model().build_gru(settings), _SHARED),
 )

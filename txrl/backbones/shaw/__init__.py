@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 
 from txrl.backbones.transformer_settings import WindowConfig, check_int, transformer_record
 
@@ -18,4 +19,14 @@ class ShawConfig(WindowConfig):
         check_int("clip", self.clip, 0)
 
 
-BACKBONES = (transformer_record("shaw", ShawConfig, f"{__name__}.model:build_shaw"),)
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.shaw.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.shaw import model
+
+    return model
+
+
+BACKBONES = (
+    transformer_record("shaw", ShawConfig, lambda settings: _model().build_shaw(settings)),
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import ModuleType
 from typing import ClassVar
 
 from txrl.backbones.transformer_settings import WindowConfig, check_int, transformer_record
@@ -47,7 +48,19 @@ class SparseConfig(WindowConfig):
         return max(1, round(math.sqrt(self.memory_length + 1)))
 
 
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.sparse.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.sparse import model
+
+    return model
+
+
 BACKBONES = (
-    transformer_record("sparse_strided", SparseConfig, f"{__name__}.model:build_sparse_strided"),
-    transformer_record("sparse_fixed", SparseConfig, f"{__name__}.model:build_sparse_fixed"),
+    transformer_record(
+        "sparse_strided", SparseConfig, lambda settings: _model().build_sparse_strided(settings)
+    ),
+    transformer_record(
+        "sparse_fixed", SparseConfig, lambda settings: _model().build_sparse_fixed(settings)
+    ),
 )

@@ -11,6 +11,7 @@ config gives or the declared default.
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 from typing import ClassVar
 
 from txrl.backbones.record import BackboneRecord
@@ -161,13 +162,25 @@ class GTrXLConfig(TrXLConfig):
             )
 
 
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.trxl.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.trxl import model
+
+    return model
+
+
 BACKBONES = (
     BackboneRecord(
         "gtrxl",
         GTrXLConfig,
-        f"{__name__}.model:build_gtrxl",
+        lambda settings: _model().build_gtrxl(settings),
         ("gate", "gate_bias", *TRANSFORMER_SHARED),
     ),
-    BackboneRecord("trxl_i", TrXLConfig, f"{__name__}.model:build_trxl_i", TRANSFORMER_SHARED),
-    BackboneRecord("trxl", TrXLConfig, f"{__name__}.model:build_trxl", TRANSFORMER_SHARED),
+    BackboneRecord(
+        "trxl_i", TrXLConfig, lambda settings: _model().build_trxl_i(settings), TRANSFORMER_SHARED
+    ),
+    BackboneRecord(
+        "trxl", TrXLConfig, lambda settings: _model().build_trxl(settings), TRANSFORMER_SHARED
+    ),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import ModuleType
 from typing import ClassVar
 
 from txrl.backbones.transformer_settings import CommonSettings, check_positive, transformer_record
@@ -36,4 +37,16 @@ class UniversalConfig(CommonSettings):
             raise ValueError(f"act_epsilon must be in (0, 1), got {self.act_epsilon!r}")
 
 
-BACKBONES = (transformer_record("universal", UniversalConfig, f"{__name__}.model:build_universal"),)
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.universal.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.universal import model
+
+    return model
+
+
+BACKBONES = (
+    transformer_record(
+        "universal", UniversalConfig, lambda settings: _model().build_universal(settings)
+    ),
+)

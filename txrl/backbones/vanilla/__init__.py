@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from txrl.backbones.transformer_settings import WindowConfig, transformer_record
 
+
+def _model() -> ModuleType:
+    """The family's torch model, :mod:`txrl.backbones.vanilla.model`, imported (with torch) when
+    a backbone of it is built."""
+    from txrl.backbones.vanilla import model
+
+    return model
+
+
 BACKBONES = (
-    transformer_record("transformer", WindowConfig, f"{__name__}.model:build_transformer"),
+    transformer_record(
+        "transformer", WindowConfig, lambda settings: _model().build_transformer(settings)
+    ),
     transformer_record(
         "transformer_learned_pe",
         WindowConfig,
-        f"{__name__}.model:build_transformer_learned_pe",
+        lambda settings: _model().build_transformer_learned_pe(settings),
     ),
 )
