@@ -37,7 +37,6 @@ from txrl.nn.acting.replica import ACTING_ATTRIBUTES, column_major_replica, forg
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import clone_state
-from txrl.policy_names import GENERIC_POLICY_NAME, MEMORY_POLICY_NAMES, policy_class_name
 from txrl.sb3.distributions import draw_discrete, draw_discrete_action
 from txrl.sb3.extractors import (
     MemoryCombinedExtractor,
@@ -506,29 +505,108 @@ ENCODER_POLICY_BASES: dict[str, type[MemoryActorCriticPolicy]] = {
 }
 
 
-def _alias_classes() -> dict[str, type[MemoryActorCriticPolicy]]:
-    """One alias class per observation kind and built-in backbone
-    (:data:`txrl.policy_names.MEMORY_POLICY_NAMES`), e.g. ``MlpGTrXLPolicy``, plus
-    ``<kind>MemoryPolicy`` (GTrXL unless ``policy_kwargs=dict(backbone=...)`` names another),
-    named by the rule of :mod:`txrl.policy_names`.
-
-    Made from that one list, so a backbone added there gets its policies here, under the
-    names the learners' records give a config's policy. Each is a module attribute named as
-    its class, so pickling (SB3's save) finds it by name."""
-    backbones = {GENERIC_POLICY_NAME: "gtrxl"} | {
-        part: backbone for backbone, part in MEMORY_POLICY_NAMES.items()
-    }
-    return {
-        policy_class_name(kind, part): type(
-            policy_class_name(kind, part),
-            (base,),
-            {"default_backbone": backbone, "__module__": __name__},
-        )
-        for kind, base in ENCODER_POLICY_BASES.items()
-        for part, backbone in backbones.items()
-    }
+# The policy classes SB3's ``policy`` argument names (``MemoryPPO("MlpGTrXLPolicy", env)``):
+# one per observation kind (the base classes above) and built-in backbone, named by the rule
+# of :mod:`txrl.policy_names` (``<kind><backbone>Policy``), and ``<kind>MemoryPolicy``, which
+# takes any registered backbone through ``policy_kwargs=dict(backbone=...)`` (GTrXL by
+# default). Written out, as SB3 writes its ``MlpPolicy``: SB3 pickles a saved model's policy
+# class by its path in this module. tests/sb3/test_policy_aliases.py checks that these are
+# exactly the names the rule makes of txrl.policy_names.MEMORY_POLICY_NAMES.
 
 
-#: SB3's ``policy_aliases`` of the memory learners: every alias class by its name.
-POLICY_ALIASES: dict[str, type[MemoryActorCriticPolicy]] = _alias_classes()
-globals().update(POLICY_ALIASES)
+class MlpGTrXLPolicy(MemoryActorCriticPolicy):
+    default_backbone = "gtrxl"
+
+
+class MlpTrXLIPolicy(MemoryActorCriticPolicy):
+    default_backbone = "trxl_i"
+
+
+class MlpTrXLPolicy(MemoryActorCriticPolicy):
+    default_backbone = "trxl"
+
+
+class MlpLstmPolicy(MemoryActorCriticPolicy):
+    default_backbone = "lstm"
+
+
+class MlpGruPolicy(MemoryActorCriticPolicy):
+    default_backbone = "gru"
+
+
+class MlpMemoryPolicy(MemoryActorCriticPolicy):
+    """Any registered backbone, ``policy_kwargs=dict(backbone=...)``; GTrXL by default."""
+
+
+class CnnGTrXLPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "gtrxl"
+
+
+class CnnTrXLIPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "trxl_i"
+
+
+class CnnTrXLPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "trxl"
+
+
+class CnnLstmPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "lstm"
+
+
+class CnnGruPolicy(MemoryActorCriticCnnPolicy):
+    default_backbone = "gru"
+
+
+class CnnMemoryPolicy(MemoryActorCriticCnnPolicy):
+    """Any registered backbone, ``policy_kwargs=dict(backbone=...)``; GTrXL by default."""
+
+
+class MultiInputGTrXLPolicy(MemoryMultiInputPolicy):
+    default_backbone = "gtrxl"
+
+
+class MultiInputTrXLIPolicy(MemoryMultiInputPolicy):
+    default_backbone = "trxl_i"
+
+
+class MultiInputTrXLPolicy(MemoryMultiInputPolicy):
+    default_backbone = "trxl"
+
+
+class MultiInputLstmPolicy(MemoryMultiInputPolicy):
+    default_backbone = "lstm"
+
+
+class MultiInputGruPolicy(MemoryMultiInputPolicy):
+    default_backbone = "gru"
+
+
+class MultiInputMemoryPolicy(MemoryMultiInputPolicy):
+    """Any registered backbone, ``policy_kwargs=dict(backbone=...)``; GTrXL by default."""
+
+
+#: SB3's ``policy_aliases`` of the memory learners: every policy class above by its name.
+POLICY_ALIASES: dict[str, type[MemoryActorCriticPolicy]] = {
+    cls.__name__: cls
+    for cls in (
+        MlpGTrXLPolicy,
+        MlpTrXLIPolicy,
+        MlpTrXLPolicy,
+        MlpLstmPolicy,
+        MlpGruPolicy,
+        MlpMemoryPolicy,
+        CnnGTrXLPolicy,
+        CnnTrXLIPolicy,
+        CnnTrXLPolicy,
+        CnnLstmPolicy,
+        CnnGruPolicy,
+        CnnMemoryPolicy,
+        MultiInputGTrXLPolicy,
+        MultiInputTrXLIPolicy,
+        MultiInputTrXLPolicy,
+        MultiInputLstmPolicy,
+        MultiInputGruPolicy,
+        MultiInputMemoryPolicy,
+    )
+}
