@@ -74,13 +74,17 @@ def test_train_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert cli.main(["eval", str(run_dir), "--episodes", "6", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["checkpoint"] == str(final) and summary["timesteps"] == 128
-    assert summary["episodes"] == 6
+    assert summary["judged"] == "final" and summary["episodes"] == 6
+    # the judging seeds, env i of n_envs seeded seed + i, and greedy actions
+    assert (summary["seed"], summary["n_envs"], summary["deterministic"]) == (2_000_000, 2, True)
     lo, hi = summary["success_ci95"]
     assert 0.0 <= lo <= summary["success_rate"] <= hi <= 1.0
     assert set(summary) >= {"mean_return", "return_ci95", "mean_length"}
 
-    assert cli.main(["eval", str(final)]) == 0
-    assert "95% CI" in capsys.readouterr().out
+    assert cli.main(["eval", str(final), "--seed", "7", "--stochastic"]) == 0
+    out = capsys.readouterr().out
+    assert f"{final} (final, step 128): sampled actions, eval env seeds 7-8" in out
+    assert "95% CI" in out
 
     # The run exists: a second fresh training there is refused, a resume has nothing to do.
     assert cli.main(["train", str(config), "--run-dir", str(run_dir)]) == 1
@@ -210,7 +214,7 @@ def test_best_checkpoint_follows_the_eval_log(
     capsys.readouterr()
     assert cli.main(["eval", str(run_dir), "--best", "--json", "--episodes", "2"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["checkpoint"] == str(best)
+    assert summary["checkpoint"] == str(best) and summary["judged"] == "best"
     assert summary["timesteps"] == first_best_step(run_dir)
 
     # Killed after its first checkpoint and resumed: the best.zip of an evaluation after the
@@ -223,6 +227,7 @@ def test_best_checkpoint_follows_the_eval_log(
     assert cli.main(["eval", str(killed), "--json", "--episodes", "2"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["timesteps"] == 32
+    assert json.loads(captured.out)["judged"] == "periodic"
     assert "is not finished" in captured.err and "at step 32" in captured.err
     assert cli.main(["eval", str(run_dir), "--json", "--episodes", "2"]) == 0
     assert "is not finished" not in capsys.readouterr().err
@@ -328,11 +333,12 @@ def test_inspect_probe_writes_held_out_accuracy_per_layer_against_chance(
 
 
 def test_eval_judges_on_seeds_apart_from_the_training_evaluations(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The episodes ``txrl eval`` plays by default are not those that chose the best
     checkpoint or stopped the run: every env seed of the judging evaluation differs from
-    every env seed of the evaluations during training."""
+    every env seed of the evaluations during training; the judgement records the seeds it
+    used."""
     import txrl.run.envs as run_envs
 
     seeds: dict[str, set[int]] = {"train": set(), "judge": set()}
@@ -353,9 +359,12 @@ def test_eval_judges_on_seeds_apart_from_the_training_evaluations(
     monkeypatch.setattr(DummyVecEnv, "seed", recording_seed)
     run_dir = train_tiny(tmp_path)
     phase = "judge"
+    capsys.readouterr()
     assert cli.main(["eval", str(run_dir), "--episodes", "4", "--json"]) == 0
     assert seeds["judge"], "the judging evaluation made no envs"
     assert not seeds["judge"] & seeds["train"], sorted(seeds["judge"] & seeds["train"])
+    summary = json.loads(capsys.readouterr().out)
+    assert seeds["judge"] == set(range(summary["seed"], summary["seed"] + summary["n_envs"]))
 
 
 def test_eval_env_kwargs_judge_on_another_setting_of_the_task(

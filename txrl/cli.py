@@ -135,7 +135,12 @@ def _eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"{summary['checkpoint']} (step {summary['timesteps']})")
+        first, last = summary["seed"], summary["seed"] + summary["n_envs"] - 1
+        actions = "greedy" if summary["deterministic"] else "sampled"
+        print(
+            f"{summary['checkpoint']} ({summary['judged']}, step {summary['timesteps']}): "
+            f"{actions} actions, eval env seeds {first}-{last}"
+        )
         _print_summary(summary)
     return 0
 
@@ -252,7 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the run's best checkpoint (checkpoints/best.zip, its best periodic evaluation)",
     )
-    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    evaluate.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON: the summary, the checkpoint judged (final, best, periodic or file) "
+        "and its step, the first eval env seed and n_envs, greedy or not",
+    )
     evaluate.set_defaults(handler=_eval)
 
     insp = commands.add_parser(

@@ -198,6 +198,14 @@ class EvalConfig:
     evaluation that still scores it."""
     stop_after: PositiveInt = 2
     """Evaluations in a row at ``stop_at`` or above that end the run."""
+    warn_drop: PositiveFloat | None = 0.2
+    """Warn (a line on stderr and the text ``eval/warning`` in TensorBoard, naming
+    ``checkpoints/best.zip`` and ``txrl eval --best``) when a periodic evaluation scores more
+    than this below the run's best so far, beyond noise (its 95% interval wholly below the
+    best's): training has lost what it learned. Once per fall; the next warning waits for a
+    new best. In the score's units (success rate, else mean return): 0.2 suits success rates
+    and returns on [-1, 1] such as POPGym's; scale it for other returns. Every evaluation
+    logs its distance to the best as ``eval/drop_from_best``. ``null``: no warning."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the eval envs that replace those of ``env.kwargs`` (periodic
     evaluations, ``txrl eval``, ``txrl inspect``), to judge on another setting of the task

@@ -12,11 +12,16 @@ Intervals (from :mod:`txrl.stats`): the success rate's is Wilson's score interva
 0 and 1, where the normal approximation is not); the mean return's is a percentile bootstrap. Across seeds
 (``txrl compare``) the summaries are the mean, the interquartile mean (IQM, Agarwal et al.
 2021) and a percentile-bootstrap interval of the mean.
+
+An evaluation's score (:func:`eval_score`) is what chooses the best checkpoint and stops a
+run; :func:`drop_from_best` says when a periodic evaluation has fallen far below the run's
+best, the warning of a run that learned a task and then lost it (``eval.warn_drop``).
 """
 
 from __future__ import annotations
 
 import pickle
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,11 +34,13 @@ from txrl.run.algorithms import algorithm_class
 from txrl.run.checkpoint import (
     CheckpointError,
     import_dynamo_without_litter,
+    periodic_checkpoints,
     read_checkpoint_config,
     read_resume_state,
     resolve_checkpoint,
 )
-from txrl.run.envs import make_eval_env
+from txrl.run.envs import JUDGE_SEED_OFFSET, make_eval_env
+from txrl.run.run_files import BEST_CHECKPOINT, CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.stats import bootstrap_ci, wilson_interval
 
 if TYPE_CHECKING:
@@ -127,8 +134,91 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def eval_score(summary: dict[str, Any]) -> float:
+    """What makes an evaluation the best: its success rate where the env reports one, else
+    its mean return."""
+    success = summary.get("success_rate")
+    return float(summary["mean_return"] if success is None else success)
+
+
+def eval_score_ci95(summary: dict[str, Any]) -> tuple[float, float] | None:
+    """The 95% interval of :func:`eval_score` (the success rate's where that is the score,
+    else the mean return's); None where the summary holds none."""
+    key = "return_ci95" if summary.get("success_rate") is None else "success_ci95"
+    ci = summary.get(key)
+    return None if ci is None else (float(ci[0]), float(ci[1]))
+
+
+@dataclass(frozen=True)
+class DropFromBest:
+    """How the newest evaluation of a run stands against the best one before it
+    (:func:`drop_from_best`)."""
+
+    drop: float  # the best earlier score minus this one; 0 at a new best or the first evaluation
+    best: dict[str, Any] | None  # the best earlier evaluation (the earliest on a tie)
+    fell: bool  # far below that best, beyond noise
+    warn: bool  # fell, and the first evaluation since that best to fall
+
+    def message(self, entry: dict[str, Any], run_dir: Path, *, save_best: bool) -> str:
+        """The warning for ``entry`` (the newest evaluation), naming the best checkpoint of
+        ``run_dir`` and how to judge it."""
+        assert self.best is not None
+        what = "mean return" if entry.get("success_rate") is None else "success rate"
+        said = (
+            f"the evaluation at step {entry['timesteps']:,} scored {eval_score(entry):.3f} "
+            f"({what}), {self.drop:.3f} below the run's best, {eval_score(self.best):.3f} at "
+            f"step {self.best['timesteps']:,}: training has lost what it had learned "
+            "(eval.warn_drop sets how far a fall warns); "
+        )
+        best = run_dir / CHECKPOINT_DIR / BEST_CHECKPOINT
+        if save_best:
+            return said + f"{best} keeps the best model: judge it with `txrl eval {run_dir} --best`"
+        return said + (
+            f"eval.save_best is false, so no {CHECKPOINT_DIR}/{BEST_CHECKPOINT} keeps that "
+            "model for `txrl eval --best`"
+        )
+
+
+def drop_from_best(log: Sequence[dict[str, Any]], threshold: float | None) -> DropFromBest:
+    """How far the newest evaluation of ``log`` (a run's eval log, oldest first) fell below
+    the best before it, and whether it fell far enough to warn.
+
+    An evaluation *falls* when it scores (:func:`eval_score`) more than ``threshold`` below
+    the best earlier one and beyond the noise of the two: its 95% interval lies wholly below
+    the best's (:func:`eval_score_ci95`; where either has none, the threshold alone decides).
+    The *warning* goes with the first evaluation to fall after a best: one per fall, the next
+    only after a new best. It is decided from the log alone, so a resumed run (its log cut
+    back to its checkpoint) warns where the uninterrupted run would. ``threshold`` None:
+    never falls.
+    """
+    if len(log) < 2:
+        return DropFromBest(drop=0.0, best=None, fell=False, warn=False)
+    *earlier, newest = log
+    scores = [eval_score(e) for e in earlier]
+    at = scores.index(max(scores))  # the earliest best, as best.zip keeps it
+    best = earlier[at]
+
+    def fell(entry: dict[str, Any]) -> bool:
+        if threshold is None or not eval_score(best) - eval_score(entry) > threshold:
+            return False
+        below, above = eval_score_ci95(entry), eval_score_ci95(best)
+        return below is None or above is None or below[1] < above[0]
+
+    falls = fell(newest)
+    # the evaluations between the best and the newest have that same best before them
+    warn = falls and not any(fell(e) for e in earlier[at + 1 :])
+    return DropFromBest(
+        drop=max(0.0, eval_score(best) - eval_score(newest)), best=best, fell=falls, warn=warn
+    )
+
+
 __all__ = [
+    "DropFromBest",
     "EvalResult",
+    "checkpoint_role",
+    "drop_from_best",
+    "eval_score",
+    "eval_score_ci95",
     "evaluate",
     "evaluate_checkpoint",
     "format_summary",
@@ -173,23 +263,45 @@ def evaluate_checkpoint(
     The checkpoint carries its config, so the same env (and observation normalisation) is
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
     judging seeds (:data:`txrl.run.envs.JUDGE_SEED_OFFSET`), apart from those of the
-    evaluations during training, which chose the best checkpoint and may have stopped the run. Returns :meth:`EvalResult.summary` plus where from.
+    evaluations during training, which chose the best checkpoint and may have stopped the
+    run.
+
+    Returns :meth:`EvalResult.summary` and what was judged, so that a stored judgement can be
+    replayed: ``checkpoint`` (its path), ``judged`` (:func:`checkpoint_role`), ``timesteps``
+    (its step), ``seed`` and ``n_envs`` (env ``i`` of the ``n_envs`` eval envs was seeded
+    ``seed + i``: ``--seed`` takes it) and ``deterministic`` (greedy actions or sampled).
     """
     import_dynamo_without_litter()  # loading builds an optimizer (see its doc)
     checkpoint = resolve_checkpoint(target, best=best)
     config = read_checkpoint_config(checkpoint)
     episodes = episodes or config.eval.episodes
+    seed = config.seed + JUDGE_SEED_OFFSET if seed is None else seed
+    greedy = config.eval.deterministic if deterministic is None else deterministic
     env = make_checkpoint_eval_env(checkpoint, config, episodes=episodes, seed=seed)
     model = load_checkpoint_model(checkpoint, config)
-    result = evaluate(
-        model,
-        env,
-        episodes,
-        deterministic=config.eval.deterministic if deterministic is None else deterministic,
-    )
+    result = evaluate(model, env, episodes, deterministic=greedy)
     env.close()
     return {
         "checkpoint": str(checkpoint),
+        "judged": checkpoint_role(checkpoint),
         "timesteps": int(model.num_timesteps),
+        "seed": seed,
+        "n_envs": env.num_envs,
+        "deterministic": greedy,
         **result.summary(),
     }
+
+
+def checkpoint_role(checkpoint: Path) -> str:
+    """Which checkpoint of a run ``checkpoint`` is, by its name in the run's layout:
+    ``final`` (the finished run's), ``best`` (its best evaluation's), ``periodic`` (one at a
+    step during training, ``step_<T>.zip``: the newest of a run not finished) or ``file``
+    (any other file)."""
+    if checkpoint.parent.name == CHECKPOINT_DIR:
+        if checkpoint.name == FINAL_CHECKPOINT:
+            return "final"
+        if checkpoint.name == BEST_CHECKPOINT:
+            return "best"
+        if checkpoint in periodic_checkpoints(checkpoint.parent):
+            return "periodic"
+    return "file"

@@ -108,7 +108,7 @@ from txrl.run.checkpoint import (
     save_checkpoint,
 )
 from txrl.run.envs import EVAL_SEED_OFFSET, make_train_env, restore_envs
-from txrl.run.evaluate import EvalResult, evaluate
+from txrl.run.evaluate import EvalResult, drop_from_best, eval_score, evaluate
 from txrl.run.run_files import (
     BEST_CHECKPOINT,
     CHECKPOINT_DIR,
@@ -302,12 +302,21 @@ class Run:
             model, eval_env, self.config.eval.episodes, deterministic=self.config.eval.deterministic
         )
         summary = result.summary()
+        entry = {"timesteps": step, **summary}
+        fall = drop_from_best([*self.eval_log.read(), entry], self.config.eval.warn_drop)
+        save_best = self.config.eval.save_best
+        warning = fall.message(entry, self.run_dir, save_best=save_best) if fall.warn else None
         with _only_these_values(model.logger):
             model.logger.record("eval/mean_reward", summary["mean_return"])
             model.logger.record("eval/mean_ep_length", summary["mean_length"])
             if summary["success_rate"] is not None:
                 model.logger.record("eval/success_rate", summary["success_rate"])
+            model.logger.record("eval/drop_from_best", fall.drop)
+            if warning:  # TensorBoard shows it under its TEXT tab
+                model.logger.record("eval/warning", warning, exclude="stdout")
             model.logger.dump(step)
+        if warning:
+            print_warning(warning)
         self.eval_log.append(
             {"timesteps": step, **summary, "wall_time_s": round(self.elapsed(), 3)}
         )
@@ -460,13 +469,6 @@ def schedule_note(stored: TrainConfig, config: TrainConfig, step: int) -> str:
         f"from {now:.0%} of their start ({values}; the old budget had them at {before:.0%}) "
         f"and fall to 0 at step {config.budget:,}"
     )
-
-
-def eval_score(summary: dict[str, Any]) -> float:
-    """What makes an evaluation the best: its success rate where the env reports one, else
-    its mean return."""
-    success = summary.get("success_rate")
-    return float(summary["mean_return"] if success is None else success)
 
 
 @contextlib.contextmanager
