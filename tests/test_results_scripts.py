@@ -466,6 +466,16 @@ def test_transfer_plays_a_checkpoint_at_other_spans(tmp_path: Path) -> None:
     assert rows[1]["mean_length"] >= 6  # a corridor of 5 cells takes at least 6 steps
 
 
+# ---------------------------------------------------------------------------- stability/
+# (tests/test_stability_study.py runs it on run directories made for it)
+
+
+def test_stability_summary_measures_a_drop_from_the_best_before_it() -> None:
+    summarize = load("stability/summarize.py")
+    drop = summarize.largest_drop([(0, 0.2), (100, 1.0), (200, 0.4), (300, 0.9)])
+    assert (drop.peak_step, drop.low_step, round(drop.size, 3)) == (100, 200, 0.6)
+
+
 # ---------------------------------------------------------------------------- popgym_recall
 
 
