@@ -17,7 +17,18 @@ layers, H heads, A actions, D the model width):
   000), mapped from memory slots to *absolute* episode steps, so column 0 is the episode's
   first observation. Entries the step could not attend to are 0 and ``attendable`` (N, N)
   is False there. The weights come from the backbone's own attention through
-  :class:`txrl.nn.attention.AttentionRecorder`, not from a second implementation.
+  :class:`txrl.nn.attention.AttentionRecorder`, not from a second implementation. Every
+  attention backbone hands them out (:func:`txrl.inspect.layers.attention_layers`): the
+  TrXL family, ``adaptive_span`` and ``sparse_*`` over their window; ``compressive`` over
+  its raw window, and beside it ``compressed`` (L, H, N, Mc) over its compressed slots with
+  ``compressed_slot`` (N, N), the slot that holds step j when step s acts (-1: none; the
+  pending steps awaiting compression are in no slot); ``linear`` and ``performer`` through
+  their equivalent weights ``phi(q_i)^T phi(k_j) / (phi(q_i)^T z_i + eps)`` over every step
+  of the episode so far, which reproduce their output exactly and sum to 1 up to eps
+  (:class:`txrl.inspect.layers.KernelWeights`); ``linformer`` only as ``projected`` (L, H,
+  N, k) over its k projected slots, each a learned mix of the whole window, so it has no
+  map over steps. ``attention_kind`` says which. The cue's weight at the decision is that
+  of the memory entry that holds the cue step: its key, or its compressed slot.
 * traces: the backbone's diagnostics (``Backbone.run(stats=True)``): each gate's mean
   activation per sub-layer (``layer0/gate_attention``, ``layer0/gate_mlp``; for GTrXL's GRU
   gate the update gate z of eq. 14, 1 = the block replaces its input by the sub-layer's
@@ -41,8 +52,10 @@ episode played is reset with seed ``seed + k``. Pictures are drawn for *distinct
 a greedy agent replays an episode step for step whenever the env draws the same start (the
 passive T-maze has two: one per cue), and a replay is skipped, not drawn twice.
 
-Files: per episode ``episode_<i>_attention.png`` (acting step x attended step, per layer;
-the title names the cue, the choice and the outcome), ``episode_<i>_traces.png`` (gates
+Files: per episode ``episode_<i>_attention.png`` (acting step x attended step, per layer,
+beside it the compressed memory of ``compressive``, each slot's weight drawn on the c steps
+it summarises; acting step x projected slot for ``linformer``; the title names the cue, the
+choice and the outcome), ``episode_<i>_traces.png`` (gates
 named by kind, equation and layer, action probabilities, value and reward),
 ``episode_<i>.npz`` and with ``video`` ``episode_<i>.mp4``; ``summary.png`` / ``.json``
 (per layer, the attention weight each episode's decision step gives the cue step, successes
@@ -231,7 +244,7 @@ def inspect_run(
         np.savez_compressed(data, **arrays)
         files.append(out / f"episode_{index}.npz")
         atomic_write(files[-1], data.getvalue())
-        if record.attention is not None:
+        if record.has_attention:
             files.append(out / f"episode_{index}_attention.png")
             plot_attention_map(record, files[-1], per_head=per_head, index=index)
         files.append(out / f"episode_{index}_traces.png")

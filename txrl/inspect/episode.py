@@ -45,10 +45,31 @@ class EpisodeRecord:
     cue_sightings: tuple[int, ...] | None = None
     action_names: list[str] | None = None  # names of the discrete actions, when the env tells
     info: dict[str, Any] = dataclasses.field(default_factory=dict)  # last scalar of each key
+    # compressive: (L, H, N, Mc) weights over the compressed slots (oldest first), and
+    # (N, N) the slot holding step j when step s acts, -1 where none does
+    compressed: np.ndarray | None = None
+    compressed_slot: np.ndarray | None = None
+    projected: np.ndarray | None = None  # linformer: (L, H, N, k) over its projected slots
+    # how the weights read (txrl.inspect.layers.KeyLayout): "window", "kernel" (linear
+    # attention's equivalent weights), "compressive" or "projected"
+    attention_kind: str = "window"
 
     @property
     def steps(self) -> int:
         return int(self.rewards.shape[0])
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the episode has attention weights to draw (over steps or slots)."""
+        return (self.attention is not None and self.attendable is not None) or (
+            self.projected is not None
+        )
+
+    @property
+    def heads(self) -> int:
+        """H, the heads of the recorded attention (0 without)."""
+        weights = self.attention if self.attention is not None else self.projected
+        return 0 if weights is None else int(weights.shape[1])
 
     @property
     def gate_names(self) -> list[str]:
@@ -73,14 +94,37 @@ class EpisodeRecord:
         digest.update(np.ascontiguousarray(self.actions).tobytes())
         return digest.hexdigest()
 
+    def held_weights(self, step: int) -> np.ndarray:
+        """The weight step ``step`` gives the memory entry that holds each episode step, (L,
+        H, N): the step's own key in the window, or the compressed slot that summarises it
+        (the slot's whole weight on each of its c steps, so the row sums to more than 1
+        where slots are attended). Needs ``attention``."""
+        assert self.attention is not None
+        row = self.attention[:, :, step].copy()  # (L, H, N)
+        if self.compressed is not None and self.compressed_slot is not None:
+            slot = self.compressed_slot[step]  # (N,)
+            inside = slot >= 0
+            row[:, :, inside] = self.compressed[:, :, step][:, :, slot[inside]]
+        return row
+
+    def keys_at(self, step: int) -> int:
+        """How many keys step ``step`` could attend to: the steps of its window and the
+        compressed slots. Needs ``attendable``."""
+        assert self.attendable is not None
+        slots = 0
+        if self.compressed_slot is not None:
+            slots = len(np.unique(self.compressed_slot[step][self.compressed_slot[step] >= 0]))
+        return int(self.attendable[step].sum()) + slots
+
     def cue_mass_at_decision(self) -> np.ndarray | None:
-        """Attention mass (L,) on the cue step at the decision step, heads averaged; None
-        when the episode has no attention, cue or decision step."""
+        """Attention mass (L,) at the decision step on the memory entry that holds the cue
+        step (its key, or the compressed slot that summarises it), heads averaged; None when
+        the episode has no attention, cue or decision step."""
         if self.attention is None or self.cue_step is None or self.decision_step is None:
             return None
         if not (0 <= self.cue_step <= self.decision_step < self.steps):
             return None
-        return self.attention[:, :, self.decision_step, self.cue_step].mean(axis=1)
+        return self.held_weights(self.decision_step)[:, :, self.cue_step].mean(axis=1)
 
     def sightings_to_decision(self) -> list[int] | None:
         """The steps up to the decision step whose observation showed the cue; None when the
@@ -103,8 +147,18 @@ class EpisodeRecord:
         assert self.decision_step is not None  # seen is None without it
         if not 0 <= self.decision_step < self.steps:
             return None
-        row = self.attention[:, :, self.decision_step, seen]  # (L, H, len(seen))
-        uniform = len(seen) / float(self.attendable[self.decision_step].sum())
+        held = self.held_weights(self.decision_step)  # (L, H, N)
+        # each entry once: a compressed slot may hold several sightings
+        entries: dict[tuple[str, int], int] = {}
+        for step in seen:
+            slot = (
+                -1
+                if self.compressed_slot is None
+                else self.compressed_slot[self.decision_step, step]
+            )
+            entries.setdefault(("slot", int(slot)) if slot >= 0 else ("step", step), step)
+        row = held[:, :, list(entries.values())]  # (L, H, entries)
+        uniform = len(entries) / float(self.keys_at(self.decision_step))
         return row.sum(axis=-1).mean(axis=1), uniform
 
     def decision_focus(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -115,12 +169,14 @@ class EpisodeRecord:
 
         A head that puts all its weight on the last step or two has learned recency; one
         that reaches back to where the cue was seen has learned the read-out. A weight near 1
-        also means its softmax passes almost no gradient to the other steps."""
+        also means its softmax passes almost no gradient to the other steps. A compressed
+        slot counts from the oldest step it summarises."""
         if self.attention is None or self.decision_step is None:
             return None
         if not 0 <= self.decision_step < self.steps:
             return None
-        row = self.attention[:, :, self.decision_step, : self.decision_step + 1]  # (L, H, t+1)
+        held = self.held_weights(self.decision_step)
+        row = held[:, :, : self.decision_step + 1]  # (L, H, t+1)
         return self.decision_step - row.argmax(axis=-1), row.max(axis=-1)
 
     def to_npz(self) -> dict[str, np.ndarray]:
@@ -144,6 +200,13 @@ class EpisodeRecord:
         if self.attention is not None and self.attendable is not None:
             data["attention"] = self.attention
             data["attendable"] = self.attendable
+        if self.compressed is not None and self.compressed_slot is not None:
+            data["compressed"] = self.compressed
+            data["compressed_slot"] = self.compressed_slot
+        if self.projected is not None:
+            data["projected"] = self.projected
+        if self.has_attention:
+            data["attention_kind"] = np.array(self.attention_kind)
         data.update({f"trace/{name}": values for name, values in self.traces.items()})
         data.update({f"hidden/{name}": values for name, values in self.hidden.items()})
         data.update(

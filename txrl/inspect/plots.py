@@ -43,10 +43,11 @@ def episode_title(record: EpisodeRecord, index: int | None = None) -> str:
     return f"{head}: {', '.join(parts)}"
 
 
-def _mark_cells(ax: Any, record: EpisodeRecord) -> list[Any]:
+def _mark_cells(ax: Any, record: EpisodeRecord, steps_across: bool = True) -> list[Any]:
     """Triangles outside the axes at the cue column (top) and the decision row (right), and an
     outline of the (decision, cue) cell, so that no mark covers a weight. Returns legend
-    handles."""
+    handles. ``steps_across``: the columns are episode steps (not projected slots, which
+    have no cue column)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
     from matplotlib.transforms import offset_copy
@@ -60,6 +61,8 @@ def _mark_cells(ax: Any, record: EpisodeRecord) -> list[Any]:
         (record.decision_step, (1.0, record.decision_step), "<", DECISION_COLOUR, right,
          "decision step ({}): attending row"),
     ]  # fmt: skip
+    if not steps_across:
+        marks = marks[1:]
     for step, (x, y), marker, colour, transform, label in marks:
         if step is None:
             continue
@@ -70,7 +73,7 @@ def _mark_cells(ax: Any, record: EpisodeRecord) -> list[Any]:
         handles.append(
             Line2D([], [], marker=marker, color=colour, linestyle="none", label=label.format(step))
         )
-    if record.cue_step is not None and record.decision_step is not None:
+    if steps_across and record.cue_step is not None and record.decision_step is not None:
         ax.add_patch(
             Rectangle(
                 (record.cue_step - 0.5, record.decision_step - 0.5), 1, 1,
@@ -84,39 +87,94 @@ def _mark_cells(ax: Any, record: EpisodeRecord) -> list[Any]:
     return handles
 
 
+def _panels(record: EpisodeRecord, layer: int, per_head: bool) -> list[tuple[Any, ...]]:
+    """One layer's panels: (weights (N, X), shown (N, X) bool, title, x label, whether the
+    columns are episode steps), heads averaged, then each head with ``per_head``.
+
+    Steps of the window (every attention backbone but linformer), and for ``compressive``
+    beside them its compressed slots, each slot's weight drawn on every one of the c steps
+    it summarises; for ``linformer`` its k projected slots, which are not steps."""
+    heads = [None, *range(record.heads)] if per_head else [None]
+
+    def pick(weights: np.ndarray, head: int | None) -> np.ndarray:  # (H, N, X) -> (N, X)
+        return weights.mean(axis=0) if head is None else weights[head]
+
+    def name(head: int | None) -> str:
+        return "heads averaged" if head is None else f"head {head}"
+
+    layer_name = record.layers[layer]
+    panels: list[tuple[Any, ...]] = []
+    if record.projected is not None:
+        shown = np.ones(record.projected.shape[2:], dtype=bool)
+        xlabel = "projected slot (each mixes the whole window)"
+        return [
+            (pick(record.projected[layer], h), shown, f"{layer_name}, {name(h)}", xlabel, False)
+            for h in heads
+        ]
+    assert record.attention is not None and record.attendable is not None
+    for head in heads:
+        title = f"{layer_name}, {name(head)}"
+        if record.compressed is not None:
+            title = f"{layer_name}, raw memory, {name(head)}"
+        panels.append(
+            (pick(record.attention[layer], head), record.attendable, title,
+             "attended step (key)", True)
+        )  # fmt: skip
+        if record.compressed is not None and record.compressed_slot is not None:
+            slot = record.compressed_slot  # (N, N)
+            held = np.take_along_axis(
+                pick(record.compressed[layer], head), np.maximum(slot, 0), axis=1
+            )  # (N, Mc) -> (N, N): the weight of the slot that holds each step
+            panels.append(
+                (held, slot >= 0, f"{layer_name}, compressed memory, {name(head)}",
+                 "step summarised in a compressed slot", True)
+            )  # fmt: skip
+    return panels
+
+
 def plot_attention_map(
     record: EpisodeRecord, path: Path, *, per_head: bool = False, index: int | None = None
 ) -> Any:
-    """Episode step x attended step, one panel per layer (and per head with ``per_head``);
-    returns the figure."""
-    if record.attention is None or record.attendable is None:
+    """Episode step x attended step (or slot), one row of panels per layer (per head too with
+    ``per_head``; beside the raw memory the compressed memory for ``compressive``; over the
+    projected slots for ``linformer``); returns the figure."""
+    if not record.has_attention:
         raise InspectError("this episode has no attention weights to draw")
     Figure = figure_class(DRAWS)
-    n_layers, n_heads = record.attention.shape[:2]
-    columns = n_heads + 1 if per_head else 1
-    fig = Figure(figsize=(3.8 * columns + 1.0, 3.4 * n_layers + 1.4), layout="constrained")
-    axes = fig.subplots(n_layers, columns, squeeze=False)
-    image, handles = None, []
-    for layer in range(n_layers):
-        panels = [(record.attention[layer].mean(axis=0), "heads averaged")]
-        if per_head:
-            panels += [(record.attention[layer, h], f"head {h}") for h in range(n_heads)]
-        for ax, (weights, label) in zip(axes[layer], panels, strict=True):
-            shown = np.ma.masked_where(~record.attendable, weights)
+    rows = [_panels(record, layer, per_head) for layer in range(len(record.layers))]
+    columns = len(rows[0])
+    fig = Figure(figsize=(3.8 * columns + 1.0, 3.4 * len(rows) + 1.4), layout="constrained")
+    axes = fig.subplots(len(rows), columns, squeeze=False)
+    image = None
+    handles: list[Any] = []  # legend handles of the last panel that marked anything
+    for layer_axes, panels in zip(axes, rows, strict=True):
+        for ax, (weights, shown, title, xlabel, steps_across) in zip(
+            layer_axes, panels, strict=True
+        ):
             image = ax.imshow(
-                shown, vmin=0.0, vmax=1.0, cmap="viridis", origin="upper", interpolation="nearest"
-            )
+                np.ma.masked_where(~shown, weights), vmin=0.0, vmax=1.0, cmap="viridis",
+                origin="upper", interpolation="nearest",
+                aspect="equal" if steps_across else "auto",
+            )  # fmt: skip
             ax.set_facecolor("0.85")
-            handles = _mark_cells(ax, record)
-            ax.set_title(f"{record.layers[layer]}, {label}", fontsize="small")
-            ax.set_xlabel("attended step (key)")
+            handles = _mark_cells(ax, record, steps_across) or handles
+            ax.set_title(title, fontsize="small")
+            ax.set_xlabel(xlabel)
             ax.set_ylabel("acting step (query)")
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight (grey: not attendable)")
     if handles:
         fig.legend(handles=handles, loc="outside lower center", fontsize="x-small", ncols=2)
+    note = {
+        "compressive": "\ncompressed memory: each slot's weight on each of the c steps it "
+        "summarises",
+        "projected": "\nlinformer: over its projected slots, each a learned mix of the window",
+        "kernel": "\nlinear attention's equivalent weights "
+        "phi(q_i)·phi(k_j) / (phi(q_i)·z_i + eps)",
+    }.get(record.attention_kind, "")
     fig.suptitle(
-        f"{episode_title(record, index)}\nwhere each step's attention goes", fontsize="medium"
+        f"{episode_title(record, index)}\nwhere each step's attention goes{note}",
+        fontsize="medium",
     )
     save_figure(fig, path)
     return fig
@@ -217,8 +275,9 @@ def plot_summary(records: Sequence[EpisodeRecord], path: Path) -> dict[str, Any]
             "success": r.success,
             "cue": r.cue,
             "mass": [float(x) for x in m],
-            # uniform attention: 1 / the number of steps the decision step could attend to
-            "uniform": float(1.0 / r.attendable[r.decision_step].sum()),  # type: ignore[index]  # masses are None without them
+            # uniform attention: 1 / the number of keys (steps, compressed slots) the
+            # decision step could attend to
+            "uniform": 1.0 / r.keys_at(r.decision_step),  # type: ignore[arg-type]  # masses are None without it
             **_sightings_columns(r),
         }
         for i, (r, m) in enumerate(zip(records, masses, strict=True))
@@ -277,7 +336,8 @@ def draw_summary(summary: dict[str, Any]) -> Any:
             0.5, 0.5,
             "nothing to draw: no episode has attention weights, a cue step and a decision "
             "step (the env reports info['cue_step'] and info['decision_step'], and the "
-            "backbone is of the TrXL family)",
+            "backbone attends over steps: not a recurrent one, nor linformer, whose "
+            "projected slots each mix the whole window)",
             ha="center", va="center", wrap=True, transform=ax.transAxes,
         )  # fmt: skip
         ax.set_axis_off()

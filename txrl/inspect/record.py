@@ -18,9 +18,12 @@ from stable_baselines3.common.distributions import CategoricalDistribution
 
 from txrl.inspect.episode import EpisodeRecord, InspectError
 from txrl.inspect.layers import (
-    absolute_row,
+    KernelWeights,
+    KeyLayout,
     attention_layers,
+    episode_maps,
     gate_kinds,
+    key_layout,
     layer_weights,
     memory_layers,
     state_norms,
@@ -117,17 +120,11 @@ class _EpisodeBuffer:
             self.decision_step = int(info["decision_step"])
         self.info.update(_scalar_infos(info))
 
-    def finish(self, success: bool | None, layers: list[str], env: Any) -> EpisodeRecord:
+    def finish(
+        self, success: bool | None, layers: list[str], layout: KeyLayout, env: Any
+    ) -> EpisodeRecord:
         n = len(self.rewards)
-        attention = attendable = None
-        if self.attention:
-            attention = np.zeros((len(layers), self.attention[0][0].shape[1], n, n), np.float32)
-            attendable = np.zeros((n, n), dtype=bool)
-            for step, (weights, allowed) in enumerate(self.attention):
-                for layer in range(len(layers)):
-                    row, ok = absolute_row(weights[layer], allowed, step, n)
-                    attention[layer, :, step] = row
-                    attendable[step] = ok
+        maps = episode_maps(layout, self.attention, len(layers))
         observations = {
             name: np.stack([o[name] for o in self.observations]) for name in self.observations[0]
         }
@@ -136,9 +133,9 @@ class _EpisodeBuffer:
             rewards=np.array(self.rewards, dtype=np.float32),
             values=np.array(self.values, dtype=np.float32),
             action_probs=np.stack(self.probs) if self.probs else None,
-            attention=attention,
-            attendable=attendable,
-            layers=layers if attention is not None else [],
+            attention=maps.attention,
+            attendable=maps.attendable,
+            layers=layers if self.attention else [],
             traces=_stack(self.traces, math.nan),
             success=success,
             cue_step=self.cue_step,
@@ -153,6 +150,10 @@ class _EpisodeBuffer:
                 else tuple(s for s in self.cue_sightings if s < n)
             ),
             info=self.info,
+            compressed=maps.compressed,
+            compressed_slot=maps.compressed_slot,
+            projected=maps.projected,
+            attention_kind=layout.kind,
         )
 
 
@@ -207,10 +208,13 @@ def record_episodes(
     missing: list[str] = []
     if layer_of is None:
         missing.append(
-            f"attention weights: not recorded for backbone {name!r}; only the TrXL family "
-            "(gtrxl, trxl_i, trxl) hands them out per step (txrl.nn.attention.AttentionRecorder). "
-            "Recording the norms of its memory state instead"
+            f"attention weights: not recorded for backbone {name!r}; the attention backbones "
+            "gtrxl, trxl_i, trxl, compressive, adaptive_span, sparse_strided, sparse_fixed, "
+            "linformer, linear and performer hand them out per step "
+            "(txrl.nn.attention.AttentionRecorder). Recording the norms of its memory state "
+            "instead"
         )
+    layout = key_layout(backbone)
     discrete = isinstance(policy.action_dist, CategoricalDistribution)
     if not discrete:
         missing.append(
@@ -227,13 +231,14 @@ def record_episodes(
     kept: list[EpisodeRecord] = []
     seen: set[str] = set()
     plays = 0
+    hooks += KernelWeights(backbone).register()  # linear attention's equivalent weights
     try:
         while len(kept) < episodes and plays < max_plays:
             if seed is not None:
                 env.seed(seed + plays)
             plays += 1
             record, bad_frame = _play(
-                policy, env, discrete, deterministic, frames, layer_of, layers, hidden
+                policy, env, discrete, deterministic, frames, layer_of, layers, layout, hidden
             )
             if bad_frame is not None:
                 missing.append(
@@ -285,6 +290,7 @@ def _play(
     frames: bool,
     layer_of: dict[int, str] | None,
     layers: list[str],
+    layout: KeyLayout,
     hidden: dict[str, np.ndarray],
 ) -> tuple[EpisodeRecord, str | None]:
     """One episode from a reset of ``env``, recorded step by step, and the type of the
@@ -331,7 +337,7 @@ def _play(
         start = torch.as_tensor(done, device=policy.device).reshape(1)
         if done[0]:
             success = infos[0].get("is_success")
-            record = buffer.finish(None if success is None else bool(success), layers, env)
+            record = buffer.finish(None if success is None else bool(success), layers, layout, env)
             return record, bad_frame
 
 

@@ -30,7 +30,14 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from txrl.nn.attention import RelativeMultiHeadAttention, attention_entropy, relative_attention
+from txrl.nn import attention as relative_module
+from txrl.nn.attention import (
+    AttentionRecorder,
+    RecordedAttention,
+    RelativeMultiHeadAttention,
+    attention_entropy,
+    relative_attention,
+)
 from txrl.nn.blocks import BlockSettings, PreNormBlock
 from txrl.nn.memory import LayerMemoryBackbone
 
@@ -67,6 +74,12 @@ class SegmentSettings(BlockSettings, Protocol):
 
 
 # ------------------------------------------------------------------------------ attention
+
+
+def active_recorder() -> AttentionRecorder | None:
+    """The :class:`txrl.nn.attention.AttentionRecorder` in effect (None outside its ``with``
+    block), for the attentions that are not Transformer-XL's to hand it their weights."""
+    return relative_module._active_recorder
 
 
 class ConcatenatedMemoryAttention(nn.Module):
@@ -126,9 +139,16 @@ class MaskedRelativeAttention(ConcatenatedMemoryAttention):
         mask: torch.Tensor,
         stats: dict[str, torch.Tensor] | None,
     ) -> torch.Tensor:
+        recorder = active_recorder()
+        with_weights = stats is not None or recorder is not None
         out, weights = relative_attention(
-            self.relative, z, keys, values, mask, with_weights=stats is not None
+            self.relative, z, keys, values, mask, with_weights=with_weights
         )
+        if recorder is not None:
+            assert weights is not None
+            allowed = mask if mask.dtype == torch.bool else mask > float("-inf")
+            allowed = allowed if allowed.dim() == 3 else allowed.any(1)  # any head: (B, T, K)
+            recorder.calls.append(RecordedAttention(self, weights.detach(), allowed))
         if stats is not None:
             assert weights is not None
             stats["attention_entropy"] = attention_entropy(weights)

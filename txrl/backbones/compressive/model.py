@@ -50,6 +50,12 @@ With ``pool`` it has no parameters to train (a diagnostic then).
 
 Episode starts clear the FIFO, the compressed memory and the pending buffer.
 
+Inspection: inside an :class:`txrl.nn.attention.AttentionRecorder` each layer hands out its
+softmax weights over ``[cm ; fresh ; m ; h]`` (:func:`relative_attention`), the recorder's
+explicit-softmax path beside the fused one; ``txrl inspect`` draws them over the raw window
+and over the compressed slots (:func:`txrl.inspect.layers.compressed_slots` names the steps
+each slot summarises).
+
 Trace: the full state before each step (the protocol's default ``state_at``), i.e.
 ``L * (M + Mc + c - 1) * D`` floats plus ``M + Mc + c - 1`` flags per step and env: a window
 rebuild would need the last ``M + c * Mc`` steps of layer inputs and the compression
@@ -68,10 +74,10 @@ from torch import nn
 
 from txrl.backbones.compressive import CompressiveConfig
 from txrl.nn import attention as nn_attention
-from txrl.nn.attention import RelativeMultiHeadAttention, split_heads
+from txrl.nn.attention import RecordedAttention, RelativeMultiHeadAttention, split_heads
 from txrl.nn.blocks import PreNormBlock
 from txrl.nn.memory import memory_in_use
-from txrl.nn.pluggable_attention import key_distances
+from txrl.nn.pluggable_attention import active_recorder, key_distances
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.window import episode_ids, next_valid, slide, window_mask
 
@@ -126,9 +132,17 @@ def relative_attention(
     ``z`` (B, T, D) normalised queries, ``keys``/``values`` (B, K, D), ``allowed`` (B, T, K),
     ``distance`` (B, T, K) long in [0, n_distances). Uses the parameters of ``attn``; the
     positional scores of the n distances are computed once and gathered per pair
-    (:func:`txrl.nn.attention.relative_attention`).
+    (:func:`txrl.nn.attention.relative_attention`). Inside an
+    :class:`txrl.nn.attention.AttentionRecorder` the weights (B, H, T, K) over
+    ``[cm ; fresh ; m ; h]`` go to the recorder.
     """
-    out, _ = nn_attention.relative_attention(attn, z, keys, values, allowed, distance, n_distances)
+    recorder = active_recorder()
+    out, weights = nn_attention.relative_attention(
+        attn, z, keys, values, allowed, distance, n_distances, with_weights=recorder is not None
+    )
+    if recorder is not None:
+        assert weights is not None
+        recorder.calls.append(RecordedAttention(attn, weights.detach(), allowed))
     return out
 
 

@@ -38,6 +38,12 @@ do) a sinusoid of the step's index in its episode is added to the input embeddin
 
 Blocks are pre-LayerNorm (TrXL-I style): ``h = h + Attn(LN(h))``, ``h = h + MLP(LN(h))``.
 
+Inspection: the attention is implicit (no weights are formed), but ``h_i`` is exactly
+``sum_j a_ij v_j`` with ``a_ij = phi(q_i)^T phi(k_j) / (phi(q_i)^T z_i + eps)`` over the
+steps j <= i of the episode: non-negative, summing to 1 up to eps. ``txrl inspect`` records
+these equivalent weights from each step's own features
+(:class:`txrl.inspect.layers.KernelWeights`), since the state keeps only their sums.
+
 Trace: the state before each step (the protocol's default ``state_at``), i.e.
 ``L * H * F * (E + 1) + 1`` numbers per step and env (``linear``: F = E; ``performer``:
 F = ``n_features``), independent of how far back the episode goes.

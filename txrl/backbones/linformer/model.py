@@ -27,6 +27,11 @@ slot separately, they also carry the (relative) position, so no other positional
 is used. The memory is Transformer-XL's (eq. 6 of ``references/000_4baccbf6ade0250f.txt``):
 cached stop-gradient layer inputs of the last M steps, in the identity-map-reordered
 (TrXL-I) block.
+
+Inspection: inside an :class:`txrl.nn.attention.AttentionRecorder` each layer hands out
+its softmax weights over the k projected slots, (B, H, T, k). There is no map over steps:
+each projected key ``(E K)_r`` mixes every in-episode position of the window with learned,
+signed coefficients, so a weight on slot r is not a weight on any one step.
 """
 
 from __future__ import annotations
@@ -39,10 +44,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from txrl.backbones.linformer import LinformerConfig
-from txrl.nn.attention import attention_entropy
+from txrl.nn.attention import RecordedAttention, attention_entropy
 from txrl.nn.pluggable_attention import (
     ProjectedAttention,
     SegmentMemoryTransformer,
+    active_recorder,
     window_validity,
 )
 
@@ -99,6 +105,12 @@ class LinformerAttention(ProjectedAttention):
         # softmax(Q (E K)^T / sqrt(E)) over the k projected keys
         scores = torch.einsum("bthe,btrhe->bthr", q, pk) / math.sqrt(e)  # (B, T, H, k)
         weights = scores.softmax(dim=-1)
+        recorder = active_recorder()
+        if recorder is not None:
+            # over the k projected slots, all of them attendable: the projections hold the
+            # query's in-episode window positions only
+            every = torch.ones(b, t, r, dtype=torch.bool, device=z.device)
+            recorder.calls.append(RecordedAttention(self, weights.detach().transpose(1, 2), every))
         if stats is not None:
             stats["attention_entropy"] = attention_entropy(weights)
         weights = F.dropout(weights, self.dropout, self.training)
