@@ -290,3 +290,117 @@ def test_every_backbone_has_an_entry_on_the_settings_page() -> None:
         settings = get_backbone(name).settings
         assert f"::: {settings.__module__}.{settings.__qualname__}" in page, name
         assert f"`{name}`" in page
+
+
+def test_the_metric_glossary_explains_every_key_the_code_logs() -> None:
+    import torch
+
+    from txrl.backbones import backbone_names
+
+    from .nn.conftest import SMALL, small_backbone
+
+    page = (DOCS / "metrics.md").read_text()
+    # the keys the learners and the run record by name
+    source = "\n".join(p.read_text() for p in (ROOT / "txrl").rglob("*.py"))
+    logged = set(re.findall(r"\"((?:train|eval|rollout|time)/[a-z_]+)\"", source))
+    assert "train/grad_norm" in logged
+    absent = sorted(key for key in logged if f"`{key}`" not in page)
+    assert absent == [], absent
+    # the backbones' diagnostics, logged as memory/<key>
+    starts = torch.zeros(6, 2, dtype=torch.bool)
+    starts[0] = True
+    for name in backbone_names():
+        backbone = small_backbone(name)
+        x = torch.randn(6, 2, SMALL["input_dim"])
+        stats = backbone.run(x, backbone.initial_state(2), starts, stats=True).stats
+        for key in stats:
+            shown = "memory/" + re.sub(r"layer\d+", "layer<n>", key)
+            assert f"`{shown}`" in page, (name, shown)
+
+
+def test_the_metric_glossary_says_what_each_gate_activation_means() -> None:
+    from txrl.backbones.trxl import GATES
+
+    page = (DOCS / "metrics.md").read_text()
+    for name, gate in GATES.items():
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
+        assert f"| {gate.one_means} | {gate.zero_means} |" in row, name
+
+
+def _spaces_table() -> dict[tuple[str, str], dict[str, bool]]:
+    """Getting started's table of spaces: (action|observation, space) -> learner -> taken."""
+    page = (DOCS / "getting-started.md").read_text()
+    header, *rows = (
+        line
+        for line in page.split("### The spaces each learner takes")[1].splitlines()
+        if line.startswith("| ") and not line.startswith("|---")
+    )
+    learners = [re.sub(r"`| \(.*\)", "", cell).strip() for cell in header.split("|")[2:-1]]
+    table = {}
+    for row in rows:
+        first, *cells = (cell.strip() for cell in row.split("|")[1:-1])
+        kind, space = re.match(r"(action|observation) `(\w+)`", first).groups()  # type: ignore[union-attr]
+        table[(kind, space)] = {
+            learner: cell.startswith("yes") for learner, cell in zip(learners, cells, strict=True)
+        }
+    return table
+
+
+@pytest.mark.slow  # builds a model for every learner and space
+def test_the_spaces_table_says_what_each_learner_accepts() -> None:
+    import gymnasium as gym
+    import numpy as np
+    from gymnasium import spaces
+
+    import txrl
+
+    class Env(gym.Env):
+        def __init__(self, observation_space: spaces.Space, action_space: spaces.Space):
+            self.observation_space, self.action_space = observation_space, action_space
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+            super().reset(seed=seed)
+            return self.observation_space.sample(), {}
+
+        def step(self, action: Any) -> Any:
+            return self.observation_space.sample(), 0.0, True, False, {}
+
+    vector = spaces.Box(-1, 1, (3,), np.float32)
+    examples = {
+        "Discrete": spaces.Discrete(3),
+        "Box": vector,
+        "MultiDiscrete": spaces.MultiDiscrete([2, 3]),
+        "MultiBinary": spaces.MultiBinary(2),
+        "Dict": spaces.Dict({"a": vector, "b": spaces.Discrete(2)}),
+        "Tuple": spaces.Tuple((vector, spaces.Discrete(2))),
+    }
+    small = dict(n_layers=1, d_model=8, n_heads=2, memory_length=4)
+
+    def builds(learner: str, observation: spaces.Space, action: spaces.Space) -> bool:
+        env = Env(observation, action)
+        prefix = "MultiInput" if isinstance(observation, spaces.Dict) else "Mlp"
+        try:
+            if learner == "RecurrentPPO":
+                txrl.RecurrentPPO(f"{prefix}LstmPolicy", env, n_steps=8, batch_size=8)
+            else:
+                getattr(txrl, learner)(
+                    f"{prefix}GTrXLPolicy",
+                    env,
+                    n_steps=8,
+                    batch_size=8,
+                    segment_length=4,
+                    policy_kwargs=small,
+                )
+        except (ValueError, TypeError, NotImplementedError, AssertionError):
+            return False
+        return True
+
+    table = _spaces_table()
+    assert len(table) == 10
+    for (kind, space), said in table.items():
+        for learner, accepted in said.items():
+            if kind == "action":
+                built = builds(learner, vector, examples[space])
+            else:
+                built = builds(learner, examples[space], spaces.Discrete(2))
+            assert built == accepted, (learner, kind, space)
