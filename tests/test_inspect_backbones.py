@@ -316,3 +316,25 @@ def test_maps_draw_raw_and_compressed_memory_or_projected_slots(
     fig = plot_attention_map(projected, tmp_path / "p.png", per_head=per_head)
     assert all("projected slot" in ax.get_xlabel() for ax in fig.axes if ax.get_title())
     assert plot_summary([projected], tmp_path / "ps.png")["cue_mass_at_decision"] == []
+
+
+def test_video_frames_draw_the_held_or_projected_row(tmp_path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from txrl.inspect.video import _video_frame
+    from txrl.plotting import figure_class
+
+    frames = [np.zeros((8, 8, 3), np.uint8)] * 6
+    record = dataclasses.replace(_compressed_episode(), frames=frames)
+    projected = dataclasses.replace(
+        record, attention=None, attendable=None, compressed=None, compressed_slot=None,
+        projected=np.full((1, 1, 6, 3), 1 / 3, np.float32), attention_kind="projected",
+    )  # fmt: skip
+    fig = figure_class("test")(figsize=(9.6, 3.2), dpi=100)
+    FigureCanvasAgg(fig)
+    for episode, bars, width in ((record, 6, 0.6), (projected, 3, 1 / 3)):
+        image = _video_frame(fig, episode, 5)
+        assert image.shape == (320, 960, 3)
+        middle = fig.axes[1]
+        heights = [patch.get_height() for patch in middle.patches]
+        assert len(heights) == bars and max(heights) == pytest.approx(width)

@@ -27,16 +27,21 @@ def _video_frame(fig: Any, record: EpisodeRecord, step: int) -> np.ndarray:
         f"reward {reward:+.2f}",
         fontsize=9,
     )
-    steps = np.arange(record.steps)
-    if record.attention is not None:
+    if record.has_attention:
+        # over steps: the weight of the memory entry holding each step (its key, or the
+        # compressed slot that summarises it); linformer's over its projected slots
+        if record.projected is not None:
+            rows, xlabel = record.projected[:, :, step], "projected slot"
+        else:
+            rows, xlabel = record.held_weights(step), "attended step"
         for layer, name in enumerate(record.layers):
-            row = record.attention[layer, :, step].mean(axis=0)
-            middle.bar(steps, row, alpha=0.6, label=name)
+            row = rows[layer].mean(axis=0)
+            middle.bar(np.arange(len(row)), row, alpha=0.6, label=name)
         middle.set_ylim(0, 1)
-        middle.set_xlim(-0.5, record.steps - 0.5)
-        middle.set_xlabel("attended step")
+        middle.set_xlim(-0.5, rows.shape[-1] - 0.5)
+        middle.set_xlabel(xlabel)
         middle.set_title("attention of this step (heads averaged)", fontsize=9)
-        if record.cue_step is not None:
+        if record.cue_step is not None and record.projected is None:
             middle.axvline(record.cue_step, color=CUE_COLOUR, linestyle="--", label="cue step")
         middle.legend(fontsize=7, loc="upper right")
     else:
