@@ -1,7 +1,8 @@
 """The Transformer-XL family (``gtrxl``, ``trxl_i``, ``trxl``). Its gates are declared once,
-torch-free, with its settings (:data:`txrl.backbones.trxl.GATES`) and computed by the modules
-of :mod:`txrl.nn.gates`, which take their bias as an argument; the family's model joins the
-two, so the names must agree and every declared default b_g must be what a built gate holds."""
+torch-free (:mod:`txrl.gate_declarations`, read by its settings as
+:data:`txrl.backbones.trxl.GATES`), and computed by the modules of :mod:`txrl.nn.gates`, each
+holding its declaration and taking its bias as an argument; every declared default b_g must
+be what a built gate holds."""
 
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ def block_gates(backbone: TransformerXL) -> list[Gate]:
     return gates
 
 
-def test_the_declared_gates_and_the_gate_modules_have_the_same_names() -> None:
+def test_each_declared_gate_has_one_module_which_holds_its_declaration() -> None:
     assert tuple(GATES) == GATE_NAMES and DEFAULT_GATE in GATES
+    assert list(GATE_CLASSES) == sorted(GATE_CLASSES, key=GATE_NAMES.index)
+    assert [cls.declaration for cls in GATE_CLASSES.values()] == [GATES[n] for n in GATE_CLASSES]
     assert set(GATE_CLASSES) == set(GATE_NAMES)
     # inspect's meanings of each module are its declaration's
     for name, cls in GATE_CLASSES.items():

@@ -79,7 +79,7 @@ def test_input_gate_follows_eq_11_without_a_bias_unless_one_is_given() -> None:
 
 
 def test_each_gate_module_is_found_by_its_name() -> None:
-    assert all(cls.name == name for name, cls in GATE_CLASSES.items())
+    assert all(cls.declaration.name == name for name, cls in GATE_CLASSES.items())
     assert all(type(make_gate(name, 4, BIAS[name])) is cls for name, cls in GATE_CLASSES.items())
 
 

@@ -4,15 +4,14 @@ Parisotto et al. 2019, "Stabilizing Transformers for Reinforcement Learning", eq
 of ``references/000_4baccbf6ade0250f.txt`` and the sigmoid-tanh gate of the paper's
 section 3.2. ``x`` is the skip stream (the block's input), ``y`` the sub-layer output.
 
-Each class computes one gate, found by its name in :data:`GATE_CLASSES`; the bias b_g is an
-argument of the module, with no default here. What a gate means (its equation, the paper's
-default b_g, what its 1 and 0 mean) is declared once, torch-free, with the settings of the
-Transformer-XL family (``txrl.backbones.trxl.GATES``, by the same names), and the family's
-model builds each gate with the bias of the config or of that declaration. The output,
-highway, sigmoid-tanh and GRU gates are built so that a large b_g makes the gate start as the
-identity map on x, which the paper found to be what makes GTrXL train stably. The bias is a
-learnable parameter initialised from b_g (stored as the bias of the gate's linear map);
-:meth:`Gate.b_g` reads it back. The input gate's eq. (11) has no bias: with ``bias=None`` it
+Each class computes one gate and holds its declaration (:mod:`txrl.gate_declarations`,
+torch-free: its name, its equation, the paper's default b_g, what its 1 and 0 mean), by whose
+name :data:`GATE_CLASSES` finds it; the bias b_g is an argument of the module, with no default
+here: the Transformer-XL family's model builds each gate with the bias of the config or of the
+declaration. The output, highway, sigmoid-tanh and GRU gates are built so that a large b_g
+makes the gate start as the identity map on x, which the paper found to be what makes GTrXL
+train stably. The bias is a learnable parameter initialised from b_g (stored as the bias of
+the gate's linear map); :meth:`Gate.b_g` reads it back. The input gate's eq. (11) has no bias: with ``bias=None`` it
 has none, and with a ``bias`` given it learns one initialised there.
 """
 
@@ -24,20 +23,30 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from txrl.gate_declarations import (
+    GRU,
+    HIGHWAY,
+    INPUT,
+    OUTPUT,
+    RESIDUAL,
+    SIGTANH,
+    GateDeclaration,
+)
+
 
 class Gate(nn.Module):
     """Base of the gates. When ``stats`` is a list, ``forward`` appends the mean of its gate
     activation (how much of the modulated stream passes) for diagnostics."""
 
-    #: the gate's name, as a config's ``gate`` names it
-    name: ClassVar[str]
+    #: the gate's declaration: its name (a config's ``gate``), equation and default b_g
+    declaration: ClassVar[GateDeclaration]
 
     @classmethod
     def required_bias(cls, bias: float | None) -> float:
         """``bias`` as the float b_g of a gate whose equation has one (None is an error)."""
         if bias is None:
             raise ValueError(
-                f"gate {cls.name!r} needs its bias b_g (the Transformer-XL family's settings "
+                f"gate {cls.declaration.name!r} needs its bias b_g (the Transformer-XL family's settings "
                 "declare each gate's default)"
             )
         return float(bias)
@@ -56,7 +65,7 @@ class Gate(nn.Module):
 class ResidualGate(Gate):
     """Plain residual ``g(x, y) = x + y`` (TrXL-I)."""
 
-    name = "residual"
+    declaration = RESIDUAL
 
     def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
@@ -77,7 +86,7 @@ class InputGate(Gate):
     The equation has no bias, nor has the gate by default; ``bias`` given: a learnable bias
     initialised to it, ``sigma(W_g x + b_g)`` (an option outside the paper)."""
 
-    name = "input"
+    declaration = INPUT
 
     def __init__(self, d_model: int, bias: float | None = None) -> None:
         super().__init__()
@@ -100,7 +109,7 @@ class InputGate(Gate):
 class OutputGate(Gate):
     """Eq. (12): ``g(x, y) = x + sigma(W_g x - b_g) * y``; a sigmoid modulates the sub-layer output."""
 
-    name = "output"
+    declaration = OUTPUT
 
     def __init__(self, d_model: int, bias: float | None) -> None:
         super().__init__()
@@ -123,7 +132,7 @@ class OutputGate(Gate):
 class HighwayGate(Gate):
     """Eq. (13): ``g(x, y) = sigma(W_g x + b_g) * x + (1 - sigma(W_g x + b_g)) * y``."""
 
-    name = "highway"
+    declaration = HIGHWAY
 
     def __init__(self, d_model: int, bias: float | None) -> None:
         super().__init__()
@@ -146,7 +155,7 @@ class HighwayGate(Gate):
 class SigmoidTanhGate(Gate):
     """Sigmoid-tanh gate (Parisotto et al. 2019, sec. 3.2): ``g(x, y) = x + sigma(W_g y - b_g) * tanh(U_g y)``."""
 
-    name = "sigtanh"
+    declaration = SIGTANH
 
     def __init__(self, d_model: int, bias: float | None) -> None:
         super().__init__()
@@ -174,7 +183,7 @@ class GRUGate(Gate):
     h_hat = tanh(W_g y + U_g (r * x)),  g(x, y) = (1 - z) * x + z * h_hat
     """
 
-    name = "gru"
+    declaration = GRU
 
     def __init__(self, d_model: int, bias: float | None) -> None:
         super().__init__()
@@ -212,10 +221,9 @@ class GRUGate(Gate):
         return torch.lerp(x2, h_hat, z).view(x.shape)
 
 
-#: The module of each gate, by name (the names the Transformer-XL family declares; a test
-#: checks that the two agree).
+#: The module of each gate, by its declared name (:data:`txrl.gate_declarations.GATES`).
 GATE_CLASSES: dict[str, type[Gate]] = {
-    cls.name: cls
+    cls.declaration.name: cls
     for cls in (InputGate, OutputGate, HighwayGate, SigmoidTanhGate, GRUGate, ResidualGate)
 }
 

@@ -1,11 +1,12 @@
-"""The Transformer-XL family, ``gtrxl``, ``trxl_i`` and ``trxl``: settings, records and the
-declaration of GTrXL's gates, torch-free (torch model: :mod:`txrl.backbones.trxl.model`).
+"""The Transformer-XL family, ``gtrxl``, ``trxl_i`` and ``trxl``: settings and records,
+torch-free (torch model: :mod:`txrl.backbones.trxl.model`).
 
-Each gate is declared here once (:data:`GATES`): the config checks a gate's name and bias
-without torch, and ``txrl inspect`` and the docs read what it means. The gate modules of
-:mod:`txrl.nn.gates` compute the gates by the same names and take their bias as an argument;
-:mod:`txrl.backbones.trxl.model` joins the two, building each block's gate with the bias the
-config gives or the declared default.
+GTrXL's gates are declared once, in :mod:`txrl.gate_declarations` (:data:`GATES`, their
+names, equations and default b_g, named here too): the config checks a gate's name and bias
+against them without torch, and ``txrl inspect`` and the docs read what each means. Each
+gate module of :mod:`txrl.nn.gates` holds its declaration and takes its bias as an argument;
+:mod:`txrl.backbones.trxl.model` builds each block's gate with the bias the config gives or
+the declared default.
 """
 
 from __future__ import annotations
@@ -16,96 +17,7 @@ from typing import ClassVar
 
 from txrl.backbones.record import BackboneRecord
 from txrl.backbones.transformer_settings import TRANSFORMER_SHARED, WindowConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class GateDeclaration:
-    """A gating layer g(x, y) of GTrXL, declared once: its name, its equation, its default
-    bias b_g and what its activation's 1 and 0 mean. ``x`` is the skip stream (the block's
-    input), ``y`` the sub-layer's output (attention over the memory, or the MLP). The module
-    that computes it is the gate of the same name in :mod:`txrl.nn.gates`; the config,
-    ``txrl inspect`` and the docs read this declaration."""
-
-    name: str
-    title: str
-    """What the gate is called, with its equation number, e.g. ``GRU gate (eq. 14)``."""
-    equation: str
-    """g(x, y) as the module computes it."""
-    default_bias: float | None
-    """b_g when the config leaves ``gate_bias`` null; None: the gate has no bias term."""
-    activation: str
-    """The activation whose mean the gate reports (``txrl inspect``'s gate traces)."""
-    one_means: str
-    zero_means: str
-
-
-#: The gates of GTrXL: eqs. (11)-(14) of Parisotto et al. 2019, "Stabilizing Transformers
-#: for Reinforcement Learning", the sigmoid-tanh gate of its section 3.2, and the plain
-#: residual connection of TrXL-I.
-GATES: dict[str, GateDeclaration] = {
-    gate.name: gate
-    for gate in (
-        GateDeclaration(
-            "input",
-            "input gate (eq. 11)",
-            "g(x, y) = sigma(W_g x) * x + y",
-            None,
-            "sigma(W_g x)",
-            "pass the input on in full beside the update",
-            "drop the input",
-        ),
-        GateDeclaration(
-            "output",
-            "output gate (eq. 12)",
-            "g(x, y) = x + sigma(W_g x - b_g) * y",
-            1.0,
-            "sigma(W_g x - b_g)",
-            "add the sub-layer's update in full",
-            "keep the input (identity)",
-        ),
-        GateDeclaration(
-            "highway",
-            "highway carry gate (eq. 13)",
-            "g(x, y) = sigma(W_g x + b_g) * x + (1 - sigma(W_g x + b_g)) * y",
-            1.0,
-            "sigma(W_g x + b_g)",
-            "keep the input (identity)",
-            "replace it by the sub-layer's update",
-        ),
-        GateDeclaration(
-            "sigtanh",
-            "sigmoid-tanh gate (sec. 3.2)",
-            "g(x, y) = x + sigma(W_g y - b_g) * tanh(U_g y)",
-            1.0,
-            "sigma(W_g y - b_g)",
-            "add the sub-layer's update in full",
-            "keep the input (identity)",
-        ),
-        GateDeclaration(
-            "gru",
-            "GRU gate z (eq. 14)",
-            "r = sigma(W_r y + U_r x), z = sigma(W_z y + U_z x - b_g), "
-            "h = tanh(W_g y + U_g (r * x)), g(x, y) = (1 - z) * x + z * h",
-            2.0,
-            "z",
-            "replace the input by the sub-layer's update",
-            "keep the input (identity)",
-        ),
-        GateDeclaration(
-            "residual",
-            "residual connection (TrXL-I)",
-            "g(x, y) = x + y",
-            None,
-            "always 1 (no gate)",
-            "input + update, ungated (always)",
-            "never (no gate)",
-        ),
-    )
-}
-#: Their names, in the order above.
-GATE_NAMES = tuple(GATES)
-#: The gate of ``gtrxl`` when the config leaves ``gate`` null: the paper's best.
-DEFAULT_GATE = "gru"
+from txrl.gate_declarations import DEFAULT_GATE, GATE_NAMES, GATES, GateDeclaration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,3 +96,13 @@ BACKBONES = (
         "trxl", TrXLConfig, lambda settings: _model().build_trxl(settings), TRANSFORMER_SHARED
     ),
 )
+
+__all__ = [
+    "BACKBONES",
+    "DEFAULT_GATE",
+    "GATES",
+    "GATE_NAMES",
+    "GTrXLConfig",
+    "GateDeclaration",
+    "TrXLConfig",
+]
