@@ -83,6 +83,9 @@ def test_the_site_builds_strictly_with_the_generated_pages(tmp_path: Path) -> No
     assert "TMazeEnv(length: int = 10, active: bool = True," in envs
     tasks = _text(tmp_path / "site" / "reference" / "tasks" / "index.html")
     assert "txrl/popgym-RepeatFirstHard-v0" in tasks
+    # a study's picture is served from results/, as the study drew it
+    served = tmp_path / "site" / "figures" / "results" / "reach" / "reach.png"
+    assert served.read_bytes() == (ROOT / "results" / "reach" / "reach.png").read_bytes()
     # a study's record is included from results/, not copied into docs/
     assert (
         "held-out seeds 80-82"
