@@ -13,6 +13,7 @@ import torch
 import yaml
 
 from txrl import cli, make_backbone
+from txrl.agents import recipe
 from txrl.config import load_train_config
 from txrl.envs.tmaze import TMazeEnv
 from txrl.inspect import absolute_row, inspect_run
@@ -68,7 +69,7 @@ def _train_tiny(tmp_path: Path, **changes: Any) -> Path:
     config_path = tmp_path / "tiny.yaml"
     config_path.write_text(yaml.safe_dump({**TINY, **changes}))
     run_dir = tmp_path / "run"
-    train(load_train_config(config_path, []), run_dir)
+    train(load_train_config(config_path, []), run_dir, recipe=recipe.main)
     return run_dir
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+from txrl.agents import recipe
 from txrl.config import load_train_config
 from txrl.envs.tmaze import TMazeEnv
 from txrl.inspect import EpisodeRecord, inspect_run, probe_run, record_episodes
@@ -30,7 +31,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny two-layer GTrXL (GRU gates) on a passive T-maze of length 3."""
     root = tmp_path_factory.mktemp("views")
     (root / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    train(load_train_config(root / "tiny.yaml", []), root / "run")
+    train(load_train_config(root / "tiny.yaml", []), root / "run", recipe=recipe.main)
     return root / "run"
 
 

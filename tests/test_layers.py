@@ -3,6 +3,7 @@ its own or in a loop, imports inside functions included, and a config is read wi
 
 from __future__ import annotations
 
+import ast
 import copy
 import shutil
 import subprocess
@@ -44,7 +45,14 @@ def _kept(graph: grimp.ImportGraph) -> dict[str, bool]:
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
-    return grimp.build_graph("txrl", include_external_packages=True, cache_dir=None)
+    # agents/ and envs/ as the checkout's top-level packages, as lint-imports reads them
+    sys.path.insert(0, str(ROOT))
+    try:
+        return grimp.build_graph(
+            *_contracts()[0]["root_packages"], include_external_packages=True, cache_dir=None
+        )
+    finally:
+        sys.path.remove(str(ROOT))
 
 
 def test_lint_imports_keeps_every_contract() -> None:
@@ -87,6 +95,12 @@ def test_lint_imports_keeps_every_contract() -> None:
         ("txrl.backbones.transformer_settings", "torch", "torch-free-backbone-settings"),
         # torch in the files a finished run is read from
         ("txrl.run.run_files", "torch", "torch-free-run-files"),
+        # the tasks reaching txrl or torch
+        ("envs.tmaze", "txrl.errors", "tasks-stand-alone"),
+        ("envs.registration", "torch", "tasks-stand-alone"),
+        # the recipe reaching the entry point that calls it, or defining a network
+        ("agents.recipe", "txrl.run.train", "recipes-between-train-and-the-run-layer"),
+        ("agents.recipe", "torch", "recipes-between-train-and-the-run-layer"),
     ],
 )
 def test_each_contract_breaks_on_what_it_forbids(
@@ -170,3 +184,32 @@ print(sorted(loaded + [m for m in sys.modules if m.endswith(".model") and "txrl"
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[]"
+
+
+def _imports_of(path: Path) -> set[str]:
+    """The modules ``path`` imports by name (inside functions too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_only_the_entry_points_give_the_recipe_to_train() -> None:
+    """The imports of ``txrl.agents`` and ``txrl.envs`` from txrl/, which the contracts cannot
+    see (they resolve to ``txrl``): the recipe wires the run layer, so only the entry points
+    above it import it (and hand it to ``txrl.run.train.train``); the tasks, which import
+    nothing of txrl, are read by the run layer and above."""
+    importers: dict[str, set[str]] = {"txrl.agents": set(), "txrl.envs": set()}
+    for path in (ROOT / "txrl").rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for name in _imports_of(path):
+            for package, found in importers.items():
+                if name == package or name.startswith(f"{package}."):
+                    found.add(module)
+    assert importers["txrl.agents"] == {"txrl.cli", "txrl.compare.backends"}
+    layers = ("txrl.cli", "txrl.zoo", "txrl.compare", "txrl.inspect", "txrl.run")
+    assert importers["txrl.envs"] and all(m.startswith(layers) for m in importers["txrl.envs"])

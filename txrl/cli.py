@@ -88,6 +88,7 @@ def _train(args: argparse.Namespace) -> int:
         config = load_train_config(args.config, args.set)
         run_dir = Path(args.run_dir) if args.run_dir is not None else None
 
+    from txrl.agents import recipe
     from txrl.errors import TrainingPaused
     from txrl.run.preflight import resolve
     from txrl.run.run_files import TB_DIR, default_run_dir
@@ -102,7 +103,9 @@ def _train(args: argparse.Namespace) -> int:
     )
     print(f"follow it with: tensorboard --logdir {run_dir / TB_DIR}", flush=True)
     try:
-        result = train(config, run_dir, resume=args.resume is not None, until=args.until)
+        result = train(
+            config, run_dir, recipe=recipe.main, resume=args.resume is not None, until=args.until
+        )
     except TrainingPaused as paused:  # what --until asked for
         print(f"txrl train: {paused}")
         return 0

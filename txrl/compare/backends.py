@@ -33,6 +33,7 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
     """
     import torch
 
+    from txrl.agents import recipe
     from txrl.errors import TrainingInterrupted, TrainingPaused
     from txrl.run.train import train
 
@@ -48,7 +49,11 @@ def execute_run(spec: RunSpec) -> dict[str, Any]:
     ):
         try:
             result = train(
-                TrainConfig.from_dict(spec.config), run_dir, resume=resume, until=spec.until
+                TrainConfig.from_dict(spec.config),
+                run_dir,
+                recipe=recipe.main,
+                resume=resume,
+                until=spec.until,
             )
         except (TrainingPaused, TrainingInterrupted) as ended:  # at a checkpoint to go on from
             print(f"txrl train: {ended}")

@@ -7,8 +7,9 @@ loop and a non-finite update into one-line errors that name the newest checkpoin
 
 The run directory itself (its layout, what a resume restores, crash safety) is
 :mod:`txrl.run.run_dir`'s; the callbacks that evaluate and checkpoint are
-:mod:`txrl.run.callbacks`'. This module is the top of the run layer: the recipe it calls
-(:mod:`txrl.agents.recipe`) wires the modules below it, none of which imports this one.
+:mod:`txrl.run.callbacks`'. This module is the top of the run layer: the recipe it calls,
+given by its caller (:mod:`txrl.agents.recipe`), wires the modules below it, none of which
+imports this one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from txrl.agents.recipe import main as agent_recipe
 from txrl.config import ConfigError, TrainConfig
 from txrl.errors import TrainingDiverged, print_warning
 from txrl.run.checkpoint import import_dynamo_without_litter, latest_checkpoint
@@ -41,14 +41,23 @@ def warn_short_budget(config: TrainConfig, warn: Callable[[str], None] | None = 
         )
 
 
+#: An agent recipe: ``recipe(config, run_dir, resume=..., until=...)`` trains one run in
+#: ``run_dir`` (txrl's: :func:`txrl.agents.recipe.main`).
+Recipe = Callable[..., TrainResult]
+
+
 def train(
     config: TrainConfig,
     run_dir: str | Path | None = None,
     *,
+    recipe: Recipe,
     resume: bool = False,
     until: int | None = None,
 ) -> TrainResult:
-    """Train ``config`` in ``run_dir`` (default ``runs/<name>-<time>``) with its agent recipe.
+    """Train ``config`` in ``run_dir`` (default ``runs/<name>-<time>``) with the agent
+    ``recipe``, which the caller passes (``txrl train`` and ``txrl compare``:
+    :func:`txrl.agents.recipe.main`): the recipe wires the modules of this layer, so this
+    module, above them, does not import it.
 
     ``resume=True`` continues the run in ``run_dir`` from its last checkpoint (see
     :mod:`txrl.run.run_dir` for what that restores); ``config`` must be the run's own, changed at
@@ -71,7 +80,7 @@ def train(
     held = run_lock(run_dir) if not resume or run_dir.is_dir() else contextlib.nullcontext()
     try:
         with held:
-            return agent_recipe(config, run_dir, resume=resume, until=until)
+            return recipe(config, run_dir, resume=resume, until=until)
     except KeyboardInterrupt:
         # Ctrl-C outside the learner's loop (the recipe names the step inside it).
         raise interrupted(run_dir, None) from None
@@ -87,4 +96,4 @@ def train(
         raise TrainingDiverged(f"training stopped in {run_dir}: {e}\n{kept}") from e
 
 
-__all__ = ["TrainResult", "train", "warn_short_budget"]
+__all__ = ["Recipe", "TrainResult", "train", "warn_short_budget"]
