@@ -104,6 +104,7 @@ def _text(page: Path) -> str:
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     shutil.copytree(DOCS, tmp_path / "docs")
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    (tmp_path / "results").symlink_to(ROOT / "results")  # the studies' pictures
     page = tmp_path / "docs" / "concepts.md"
     page.write_text(page.read_text() + "\nSee [the missing page](no-such-page.md).\n")
     result = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
