@@ -17,9 +17,11 @@ Generated at build time, so it cannot drift from the code:
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -134,29 +136,54 @@ def _suite(module: str) -> Any | None:
 
 
 def _popgym_families(specs: list[Any]) -> list[str]:
-    """The POPGym section's table: each family, its presets, the family's constructor."""
+    """The POPGym section's tables: each family with its constructor, then each preset with
+    the family's arguments it fixes (read from the preset's ``super().__init__`` call)."""
     from txrl.envs.popgym_adapter import POPGYM_FAMILIES, POPGYM_LEVELS, popgym_env_id
 
     registered = {spec.id for spec in specs}
     popgym = _suite("popgym.envs")
-    rows = [
-        "| family id (takes the family's arguments) | presets (take none) | the family's "
-        "constructor | what it asks |",
-        "|---|---|---|---|",
+    families = [
+        "| family id (takes the family's arguments) | the family's constructor | what it asks |",
+        "|---|---|---|",
     ]
+    presets = ["| preset id (takes none) | the family's arguments it fixes |", "|---|---|"]
     for family in POPGYM_FAMILIES:
-        presets = [popgym_env_id(family + level) for level in POPGYM_LEVELS]
-        shown = ", ".join(f"`{p}`" for p in presets if p in registered)
         if popgym is None:
             signature, summary = "popgym not installed", ""
         else:
             cls = getattr(popgym, family)
             signature = f"`{family}{inspect.signature(cls)}`"
             summary = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
-        rows.append(
-            f"| `{popgym_env_id(family)}` | {shown} | {signature} | {_rst_to_markdown(summary)} |"
+        families.append(
+            f"| `{popgym_env_id(family)}` | {signature} | {_rst_to_markdown(summary)} |"
         )
-    return rows
+        for level in POPGYM_LEVELS:
+            preset = popgym_env_id(family + level)
+            if preset in registered:
+                fixed = (
+                    "–" if popgym is None else _preset_arguments(getattr(popgym, family + level))
+                )
+                presets.append(f"| `{preset}` | {fixed} |")
+    return [*families, "", *presets]
+
+
+def _preset_arguments(cls: type) -> str:
+    """The arguments a POPGym preset passes to its family's constructor, as written in its
+    ``super().__init__(...)`` call; the family's defaults where it makes none."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "__init__"
+            and isinstance(node.func.value, ast.Call)
+            and isinstance(node.func.value.func, ast.Name)
+            and node.func.value.func.id == "super"
+        ):
+            given = [ast.unparse(arg) for arg in node.args]
+            given += [ast.unparse(keyword) for keyword in node.keywords]
+            return ", ".join(f"`{text}`" for text in given) or "the family's defaults"
+    return "the family's defaults"
 
 
 def _minigrid_upstream(specs: list[Any]) -> list[str]:

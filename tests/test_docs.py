@@ -266,6 +266,8 @@ def test_the_task_reference_lists_every_registered_id_and_no_other() -> None:
     row = next(line for line in page.splitlines() if line.startswith("| `wrong_turn_penalty` |"))
     assert "`0.0`" in row and "wrong arm" in row
     assert "| `min_decks` |" in page and "`RepeatPrevious(num_decks=1, k=4)`" in page
+    # what each POPGym preset fixes, read from its constructor
+    assert "| `txrl/popgym-RepeatFirstHard-v0` | `num_decks=16` |" in page
 
 
 def test_the_docstring_args_parser_reads_each_entry_whole() -> None:
