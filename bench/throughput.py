@@ -49,7 +49,6 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import txrl.envs  # noqa: F401 - registers the tasks
 from txrl import MemoryPPO
-from txrl.nn.acting.replica import column_major
 from txrl.nn.attention import RelativeMultiHeadAttention
 from txrl.nn.state import state_nbytes
 
@@ -139,29 +138,35 @@ def txrl_act(model: MemoryPPO) -> Timed:
 
 
 def step_products(policy: Any) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    """(weight, bias) of every product an acting step makes with a weight, in step order:
-    the embedding, per layer the fused (q + u, q + v, key, value) product, the output
-    projection, the gates' and the MLP's products, then the heads. The positional keys
-    are cached between updates and the query / key-value weights are read through the fused
-    one, so they are not among them."""
+    """(weight, bias) of every product an acting step makes with a weight: the embedding,
+    per layer the key-value product, the scaled (q + u, q + v) product (the attention's
+    ``derived_weights``), the output projection, the gates' and the MLP's products, then
+    the heads. The positional keys are kept between updates and the query weight is read
+    through the derived one, so they are not among them."""
     fused_away: set[torch.nn.Module] = set()
     products: list[tuple[torch.Tensor, torch.Tensor | None]] = []
     with torch.inference_mode():
         for module in policy.modules():  # pre-order: an attention before its own linears
             if isinstance(module, RelativeMultiHeadAttention):
-                products.append(module.ring_weights(policy.backbone.memory_length + 1)[:2])
+                products.append((module.key_value.weight, None))
+                products.append(module.derived_weights(policy.backbone.memory_length + 1)[:2])
                 fused_away |= {module.query, module.key_value, module.position_key}
             elif isinstance(module, torch.nn.Linear) and module not in fused_away:
                 products.append((module.weight, module.bias))
     return products
 
 
-def txrl_products(model: MemoryPPO, column_major_copies: bool = True) -> Timed:
+def column_major(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` (out, in), same values and shape, stored column-major (a copy)."""
+    return weight.detach().t().contiguous().t()
+
+
+def txrl_products(model: MemoryPPO, column_major_copies: bool = False) -> Timed:
     """The acting step's weight products alone (:func:`step_products` on B rows each): what
     a step costs with no per-op cost at all, a floor for any implementation in fp32. On
-    column-major copies of the weights, as the acting step on a CPU takes them
-    (:mod:`txrl.nn.acting.replica`), or, with ``column_major_copies=False``, on row-major weights
-    (``nn.Linear``'s layout, what the step took before)."""
+    row-major weights (``nn.Linear``'s layout, what the step takes) or, with
+    ``column_major_copies``, on column-major copies of them (a layout MKL multiplies a few
+    rows by faster on some CPUs)."""
     laid_out = column_major if column_major_copies else torch.Tensor.contiguous
     with torch.inference_mode():
         products = [(laid_out(w), b) for w, b in step_products(model.policy)]
@@ -283,9 +288,9 @@ def main() -> None:
          *paired_latency(lambda: txrl_products(ours), lambda: recurrent_forward(theirs), n),
          "ms", "(a floor)"),
         ("  the same, column-major vs row-major",
-         *paired_latency(lambda: txrl_products(ours),
-                         lambda: txrl_products(ours, column_major_copies=False), n),
-         "ms", "(txrl.nn.acting)"),
+         *paired_latency(lambda: txrl_products(ours, column_major_copies=True),
+                         lambda: txrl_products(ours), n),
+         "ms", "(a layout)"),
         ("  the same step at d_model 8 (vs forward)",
          *paired_latency(lambda: txrl_act(narrow), lambda: recurrent_forward(theirs), n),
          "ms", "(per-op cost)"),

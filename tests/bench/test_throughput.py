@@ -61,9 +61,9 @@ def test_the_products_floor_is_the_acting_steps_own_products(throughput: dict[st
             policy.act(obs, out.state, starts)
     expected = [tuple(weight.shape) for weight, _ in throughput["step_products"](policy)]
     assert sorted(step.weights) == sorted(expected)
-    # the embedding; a layer's fused q/k/v, output, two GRU gates of 3 and the MLP's two; the
-    # actor's and the critic's two-layer MLPs; the two heads (37 at the bench's 3 layers)
-    assert len(expected) == 1 + 10 * SMALL["n_layers"] + 4 + 2
+    # the embedding; a layer's k/v and scaled q, output, two GRU gates of 3 and the MLP's
+    # two; the actor's and the critic's two-layer MLPs; the two heads (40 at 3 layers)
+    assert len(expected) == 1 + 11 * SMALL["n_layers"] + 4 + 2
 
 
 def test_latency_figures_run_at_a_tiny_size(throughput: dict[str, Any]) -> None:

@@ -1,9 +1,10 @@
-"""The acting step's cache of tensors derived from the weights follows every change of the
-weights without being told: a backbone trained by its user's own optimizer, weights
-replaced or loaded, a copy refreshed from another model (a target network).
+"""What the attention derives from the weights for acting steps (its scaled query weights
+and positional keys) follows the weights through the events that drop it: a training pass
+(which any optimizer step follows), ``train()`` / ``eval()``, a load, a copy, and
+``on_parameters_changed()`` after weights written with gradients off.
 
-Each test acts step by step (``Backbone.step`` with gradients off, through the cache) and
-compares with the sequence pass with gradients on (which builds everything afresh)."""
+Each test acts step by step (``Backbone.step`` with gradients off, through the kept weights)
+and compares with the sequence pass with gradients on (which derives everything afresh)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,15 @@ def acting_error(backbone: Backbone, seed: int = 1) -> float:
     return relative_error(acting(backbone, x, starts), expected)
 
 
+def stale_error(backbone: Backbone) -> float:
+    """Relative difference of acting from the sequence pass of a copy, which derives its own
+    (the backbone's own pass with gradients on would drop what it kept)."""
+    x, starts = inputs(1)
+    with torch.no_grad():
+        expected = copy.deepcopy(backbone)(x, backbone.initial_state(x.shape[1]), starts)[0]
+    return relative_error(acting(backbone, x, starts), expected)
+
+
 def fresh() -> Backbone:
     backbone = small_backbone("gtrxl")
     backbone.eval()
@@ -80,7 +90,7 @@ OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer
 
 @pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
 def test_acting_follows_the_users_own_optimizer(optimizer: str) -> None:
-    # no learner, no call to tell the backbone: torch's optimizer-step hook does
+    # no learner, no call to tell the backbone: the training pass before each step drops it
     torch.manual_seed(0)
     backbone = fresh()
     x, starts = inputs(1)
@@ -95,40 +105,47 @@ def test_a_cache_hit_returns_what_was_built() -> None:
     # the cache still saves the rebuild while nothing changes
     attention = RelativeMultiHeadAttention(8, 2)
     with torch.no_grad():
-        first = attention.ring_weights(5)
-        again = attention.ring_weights(5)
+        first = attention.derived_weights(5)
+        again = attention.derived_weights(5)
     assert all(a is b for a, b in zip(first, again, strict=True))
 
 
-def test_writes_through_the_parameter_are_seen() -> None:
+WRITES_WITH_GRADIENTS_OFF: dict[str, Callable[[torch.nn.Parameter], None]] = {
+    "p.copy_ under no_grad": lambda p: p.copy_(p + 0.1 * torch.randn_like(p)),
+    "p.data.copy_": lambda p: p.data.copy_(p.detach() + 0.1 * torch.randn_like(p)),
+    "p.data = t": lambda p: setattr(p, "data", p.detach() + 0.1 * torch.randn_like(p)),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES_WITH_GRADIENTS_OFF))
+def test_writes_with_gradients_off_are_seen_once_told(write: str) -> None:
+    # no event happens: such a write is followed by on_parameters_changed (or clear_parameter_cache)
     torch.manual_seed(0)
     backbone = fresh()
     acting(backbone, *inputs(1))
     with torch.no_grad():
         for p in backbone.parameters():
-            p.copy_(p + 0.1 * torch.randn_like(p))  # bumps the version counter
-    assert acting_error(backbone) <= ACTING_REL
-
-
-def test_new_tensors_behind_the_parameters_are_seen() -> None:
-    torch.manual_seed(0)
-    backbone = fresh()
-    acting(backbone, *inputs(1))
-    for p in backbone.parameters():
-        p.data = p.detach() + 0.1 * torch.randn_like(p)  # p.data = t: a new storage
-    assert acting_error(backbone) <= ACTING_REL
-
-
-def test_writes_through_data_are_seen_once_the_cache_is_cleared() -> None:
-    # ``.data`` has a version counter of its own, invisible to the cache (module docstring):
-    # such a write is followed by clear_parameter_cache / on_parameters_changed
-    torch.manual_seed(0)
-    backbone = fresh()
-    acting(backbone, *inputs(1))
-    for p in backbone.parameters():
-        p.data.copy_(p.detach() + 0.1 * torch.randn_like(p))
-    assert acting_error(backbone) > 1e-4, "the write must show for this test to bite"
+            WRITES_WITH_GRADIENTS_OFF[write](p)
+    assert stale_error(backbone) > 1e-4, "the write must show for this test to bite"
     backbone.on_parameters_changed()
+    assert acting_error(backbone) <= ACTING_REL
+
+
+@pytest.mark.parametrize("event", ["train", "eval", "a training pass"])
+def test_train_eval_and_a_training_pass_drop_what_was_derived(event: str) -> None:
+    torch.manual_seed(0)
+    backbone = fresh()
+    acting(backbone, *inputs(1))
+    with torch.no_grad():
+        for p in backbone.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    assert stale_error(backbone) > 1e-4, "the write must show for this test to bite"
+    if event == "a training pass":
+        x, starts = inputs(2)
+        backbone(x, backbone.initial_state(x.shape[1]), starts)  # gradients on
+    else:
+        getattr(backbone, event)()
+        backbone.eval()
     assert acting_error(backbone) <= ACTING_REL
 
 

@@ -2,7 +2,8 @@
 computed at each call (weight norm, spectral norm, pruning) in the backbone and the heads,
 gradients through the acting call, two threads acting with one policy, a copy taken in the
 middle of a step; and it acts with the weights the policy has, after writes through
-``p.data`` too. ``predict`` keeps the memory it is given across a weight change."""
+``p.data`` too (a rollout start, or ``on_parameters_changed()`` before ``predict``).
+``predict`` keeps the memory it is given across a weight change."""
 
 from __future__ import annotations
 
@@ -176,7 +177,8 @@ def write_through_data(policy: nn.Module, seed: int) -> None:
 
 
 @pytest.mark.parametrize("compile_step", [False, pytest.param(True, marks=pytest.mark.slow)])
-def test_predict_acts_with_weights_written_through_data(compile_step: bool) -> None:
+def test_predict_acts_with_weights_written_through_data_once_told(compile_step: bool) -> None:
+    # no event drops what acting derived after a write through p.data: the writer says so
     model, twin = tiny_model(compile_step), tiny_model()
     obs = np.stack([model.observation_space.sample() for _ in range(N_ENVS)])
     starts, carry_on = np.array([True, False, True]), np.zeros(N_ENVS, dtype=bool)
@@ -184,6 +186,7 @@ def test_predict_acts_with_weights_written_through_data(compile_step: bool) -> N
     for _ in range(3):  # whatever the acting step derives from the weights, derived
         _, state = model.predict(obs, state, carry_on, deterministic=True)
     write_through_data(model.policy, seed=4)
+    model.policy.on_parameters_changed()
     twin.policy.load_state_dict(model.policy.state_dict())  # the same weights, fresh
     given = clone_state(state)
     actions, after = model.predict(obs, state, carry_on, deterministic=True)

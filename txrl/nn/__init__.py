@@ -1,5 +1,5 @@
-"""The papers' computation, pure torch: attention, gates, blocks, the memory, the backbone
-protocol and the acting wing.
+"""The papers' computation, pure torch: attention, gates, blocks, the memory (whose layer
+loop serves a sequence and an acting step over its ring alike) and the backbone protocol.
 
 One transformer stack serves TrXL and the variants: :mod:`txrl.nn.attention` (relative
 attention), :mod:`txrl.nn.gates` (GTrXL's gates), :mod:`txrl.nn.blocks` (blocks),

@@ -19,15 +19,15 @@ in a sequence, by a gather in an acting step whose memory is a ring. That costs 
 instead of building a (T, K, E) tensor of per-pair embeddings.
 
 One implementation of the score serves a sequence (:func:`relative_attention`) and one
-step (:meth:`RelativeMultiHeadAttention.attend_one`, behind a T = 1 call of the layer loop
-and the acting wing's ring step, :mod:`txrl.nn.acting.ring`) alike: the scaled ``(q + u)`` and ``(q + v)`` come from
-one set of derived weights (:meth:`RelativeMultiHeadAttention.ring_weights`: ``W_q / sqrt(E)``
-with biases ``u / sqrt(E)`` and ``v / sqrt(E)``), terms (b)+(d) from
+step over a memory kept as a ring (:meth:`RelativeMultiHeadAttention.attend_one`, what the
+layer loop calls for an acting step, :meth:`txrl.nn.memory.LayerMemoryBackbone.step`) alike:
+the scaled ``(q + u)`` and ``(q + v)`` come from one set of derived weights
+(:meth:`RelativeMultiHeadAttention.derived_weights`: ``W_q / sqrt(E)`` with biases
+``u / sqrt(E)`` and ``v / sqrt(E)``), terms (b)+(d) from
 :meth:`RelativeMultiHeadAttention.position_scores`. Only the product of terms (a)+(c)
 differs: a sequence hands it to ``scaled_dot_product_attention`` (fused with the softmax
 and the values), a step takes it against the (B, M, D) memory in place without splitting
-it by head, since a copy of the memory would cost more than the whole step. The test
-suite holds an independent pair-by-pair version of eq. (8).
+it by head. The test suite holds an independent pair-by-pair version of eq. (8).
 
 Inspection hook: inside ``with AttentionRecorder() as recorder:``, every call computes its
 softmax weights explicitly (the same scores, not a second implementation) and hands them
@@ -43,8 +43,6 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from txrl.nn.cache import ParameterCache
 
 
 def sinusoid_table(distances: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -75,13 +73,20 @@ def rel_shift(scores: torch.Tensor) -> torch.Tensor:
     return padded[..., 1:, :].reshape(*lead, t, k)  # drop the first row -> (..., T, K)
 
 
-class RingPlan(NamedTuple):
-    """What every layer of one acting step over a ring memory shares (K = M + 1 keys: the M
-    slots in ring order, then the step itself)."""
+#: What the score derives from the weights for K keys: the weight (2D, D) and bias (2D) of
+#: the scaled query terms, and the positional keys per head (H, E, K)
+DerivedWeights = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
-    # (B, 1, K) long, each key's place in the distances M .. 0; None: keys in that order
-    key_index: torch.Tensor | None
+
+class RingPlan(NamedTuple):
+    """What every layer of one step over a memory kept as a ring shares (K = M + 1 keys: the
+    M slots as they lie, then the step itself); made by the layer loop's owner
+    (:meth:`txrl.nn.memory.LayerMemoryBackbone.ring_plan`)."""
+
+    key_index: torch.Tensor  # (B, 1, K) long, each key's place in the distances M .. 0
     mask: torch.Tensor  # (B, 1, K) float, 0 where the key may be attended to, -inf elsewhere
+    # the layer's attention's derived_weights for K keys (None: its own, looked up)
+    weights: DerivedWeights | None
 
 
 class AttentionStats(NamedTuple):
@@ -132,18 +137,21 @@ class AttentionRecorder:
 _active_recorder: AttentionRecorder | None = None
 
 
-class RelativeMultiHeadAttention(ParameterCache):
+class RelativeMultiHeadAttention(nn.Module):
     """Multi-head attention with Transformer-XL relative positions (eq. 9 of reference 000).
 
     Keys and values are computed by :meth:`project_memory` for both memory and new
-    positions, so a caller acting one step at a time can cache them: per step the cost is
-    O(D^2) for the new token's projections plus O(M D) for attending over M cached keys;
-    the positional keys ``W_kR R_{0..K-1}`` depend on the parameters only and are cached
-    while gradients are off (acting), so step cost does not grow with M in projections.
+    positions, so a caller acting one step at a time can keep them: per step the cost is
+    O(D^2) for the new token's projections plus O(M D) for attending over M cached keys.
 
-    The cache (:class:`txrl.nn.cache.ParameterCache`) rebuilds an entry when the weights it
-    came from may have changed: an optimizer step of any kind, an in-place write, a new
-    tensor, a loaded state dict; see :mod:`txrl.nn.cache` for the one write it cannot see.
+    What the score derives from the weights alone (:meth:`derived_weights`: the scaled
+    query weights and the positional keys ``W_kR R_{0..K-1}``) is kept between calls made
+    with gradients off, so an acting step does not rebuild it, and dropped on these events:
+    any call with gradients on (a training pass, which comes before every optimizer step),
+    ``train()`` / ``eval()``, a loaded state dict, and :meth:`clear_parameter_cache` (what
+    :meth:`txrl.nn.protocol.Backbone.on_parameters_changed` calls). A copy of the module
+    starts without. Weights written otherwise with gradients off (``p.data``, ``p.copy_``
+    under ``torch.no_grad``) are followed once one of those events has happened.
     """
 
     head_features: torch.Tensor  # (H, D) buffer
@@ -176,6 +184,9 @@ class RelativeMultiHeadAttention(ParameterCache):
             torch.eye(n_heads).repeat_interleave(self.head_dim, dim=1),
             persistent=False,
         )
+        # derived_weights by number of keys, kept while gradients are off (class docstring)
+        self._cache: dict[int, DerivedWeights] = {}
+        self.register_load_state_dict_post_hook(_forget_derived_weights)
 
     def project_memory(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Content keys ``W_kE h`` and values ``W_v h`` of layer inputs h (B, N, D) -> 2 x (B, N, D)."""
@@ -185,60 +196,57 @@ class RelativeMultiHeadAttention(ParameterCache):
     def position_keys(self, n_keys: int) -> torch.Tensor:
         """``W_kR R_d`` for distances d = K-1, ..., 0 (the matrix Q of the reference) -> (K, H, E)."""
         weight = self.position_key.weight
+        distances = torch.arange(n_keys - 1, -1, -1, device=weight.device)
+        table = sinusoid_table(distances, self.d_model).to(weight.dtype)  # (K, D)
+        return self.position_key(table).view(n_keys, self.n_heads, self.head_dim)
 
-        def build() -> torch.Tensor:
-            distances = torch.arange(n_keys - 1, -1, -1, device=weight.device)
-            table = sinusoid_table(distances, self.d_model).to(weight.dtype)  # (K, D)
-            return self.position_key(table).view(n_keys, self.n_heads, self.head_dim)
+    def derived_weights(self, n_keys: int) -> DerivedWeights:
+        """What the score derives from the weights for ``n_keys`` keys:
 
-        return self.cached("position_keys", n_keys, (weight,), build)
-
-    def ring_weights(self, n_keys: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """What the score derives from the weights for ``n_keys`` keys, built once and reused
-        while gradients are off and the weights stay unchanged (:mod:`txrl.nn.cache`; one
-        lookup per call):
-
-        * weight (4D, D) and bias (4D) of one product giving the scaled query terms
-          ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)`` and the key ``W_kE z`` and value
-          ``W_v z``: ``[W_q; W_q] / sqrt(E)`` with bias ``[u; v] / sqrt(E)``, then ``[W_kE; W_v]``
-          (a sequence takes the first D rows and adds each bias); one pair for every K;
+        * weight (2D, D) and bias (2D) of one product giving the scaled query terms
+          ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)``: ``[W_q; W_q] / sqrt(E)`` with bias
+          ``[u; v] / sqrt(E)``;
         * the positional keys per head (H, E, K) (:meth:`position_keys`), laid out for a
-          batched product per head."""
-        weights = self.ring_parameters()
+          batched product per head.
 
-        def build() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            weight, bias = self.cached("query_weights", 0, weights[:4], self._query_weights)
-            return weight, bias, self.position_keys(n_keys).permute(1, 2, 0).contiguous()
+        Built at each call with gradients on; kept and reused with them off, until one of
+        the events of the class docstring drops it."""
+        if torch.is_grad_enabled():
+            self._cache.clear()  # a training pass: the weights may change after it
+            return self._derive(n_keys)
+        found = self._cache.get(n_keys)
+        if found is None:
+            # inference tensors whichever way gradients are off, so a compiled step that
+            # reads them sees one kind
+            with torch.inference_mode():
+                found = self._cache.setdefault(n_keys, self._derive(n_keys))
+        return found
 
-        return self.cached("ring_weights", n_keys, weights, build)
-
-    def ring_parameters(self) -> tuple[torch.Tensor, ...]:
-        """W_q, [W_kE; W_v], u, v and W_kR, what :meth:`ring_weights` derives from, read
-        from the modules' own dicts: an acting step looks them up every layer, and
-        ``nn.Module.__getattr__`` costs about half a microsecond a lookup."""
-        modules = self._modules
-        return (
-            _parameter(modules["query"], "weight"),
-            _parameter(modules["key_value"], "weight"),
-            _parameter(self, "content_bias"),
-            _parameter(self, "position_bias"),
-            _parameter(modules["position_key"], "weight"),
-        )
-
-    def _query_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The weight (4D, D) and bias (4D) of :meth:`ring_weights`."""
+    def _derive(self, n_keys: int) -> DerivedWeights:
         scale = 1.0 / math.sqrt(self.head_dim)
         w_q = self.query.weight * scale  # (D, D)
-        weight = torch.cat((w_q, w_q, self.key_value.weight))  # (4D, D)
-        biases = (self.content_bias, self.position_bias)  # (H, E) each
-        zeros = torch.zeros(2 * self.d_model, dtype=w_q.dtype, device=w_q.device)
-        bias = torch.cat((*(b.flatten() * scale for b in biases), zeros))  # (4D,)
-        return weight, bias
+        bias = torch.cat((self.content_bias.flatten(), self.position_bias.flatten())) * scale
+        position_keys = self.position_keys(n_keys).permute(1, 2, 0).contiguous()  # (H, E, K)
+        return torch.cat((w_q, w_q)), bias, position_keys  # (2D, D), (2D,), (H, E, K)
+
+    def clear_parameter_cache(self) -> None:
+        """Drop what :meth:`derived_weights` kept (after weights written with gradients off)."""
+        self._cache.clear()
+
+    def train(self, mode: bool = True) -> RelativeMultiHeadAttention:
+        self._cache.clear()
+        return super().train(mode)
+
+    def __getstate__(self) -> dict[str, object]:
+        # a copy (deepcopy, pickle) derives from its own weights
+        state = dict(super().__getstate__())
+        state["_cache"] = {}
+        return state
 
     def position_scores(self, qv: torch.Tensor, position_keys: torch.Tensor) -> torch.Tensor:
         """Terms (b) + (d), ``(q + v)^T W_kR R_d``, of N queries' ``qv`` (..., D) (N rows,
         each a view of D features) against the distances d = K-1, ..., 0 of
-        ``position_keys`` (H, E, K) (:meth:`ring_weights`), one batched product per head
+        ``position_keys`` (H, E, K) (:meth:`derived_weights`), one batched product per head
         -> (H, N, K), heads first as the product leaves them."""
         by_head = qv.view(-1, self.n_heads, self.head_dim).transpose(0, 1)  # (H, N, E)
         return torch.bmm(by_head, position_keys)
@@ -248,13 +256,18 @@ class RelativeMultiHeadAttention(ParameterCache):
         z: torch.Tensor,
         memory: tuple[torch.Tensor, torch.Tensor],
         new: tuple[torch.Tensor, torch.Tensor],
-        allowed: torch.Tensor,
+        plan: torch.Tensor | RingPlan,
         stats: dict[str, torch.Tensor] | None,
     ) -> torch.Tensor:
         """A layer's attention in :class:`txrl.nn.memory.LayerMemoryBackbone`'s loop: cached
-        keys and values ``memory`` and those of the new steps ``new`` stay apart, so an acting
-        step copies nothing of size M; ``allowed`` is the window mask (B, T, K)."""
-        attended, attn_stats = self(z, *memory, *new, allowed, with_stats=stats is not None)
+        keys and values ``memory`` (B, M, D) and those of the new steps ``new`` stay apart.
+        ``plan``: the window mask (B, T, K) of a sequence of T steps (z and ``new`` (B, T, D)),
+        whose memory has its slots oldest first; or the :class:`RingPlan` of one step over a
+        memory kept as a ring (z and ``new`` (B, D), one row per env), attended by
+        :meth:`attend_one` over the memory read in place."""
+        if isinstance(plan, RingPlan):
+            return self.attend_one(z, *new, memory, plan)
+        attended, attn_stats = self(z, *memory, *new, plan, with_stats=stats is not None)
         if stats is not None:
             assert attn_stats is not None
             stats["attention_entropy"] = attn_stats.entropy
@@ -277,24 +290,7 @@ class RelativeMultiHeadAttention(ParameterCache):
         :meth:`project_memory`. ``allowed`` (B, T, M+T) bool says which pairs may attend.
         Returns (B, T, D) and, with ``with_stats``, the attention's diagnostics.
         """
-        stats = None
         recorder = _active_recorder
-        if (
-            h.shape[1] == 1
-            and not with_stats
-            and recorder is None
-            and not (self.training and self.dropout)
-        ):
-            # slots oldest first: keys in the order of the distances M .. 0
-            d = self.d_model
-            weight, bias, position_keys = self.ring_weights(memory_keys.shape[1] + 1)
-            qu, qv = F.linear(h[:, 0], weight[: 2 * d], bias[: 2 * d]).chunk(2, dim=-1)
-            allowed_now = allowed[:, 0, None]  # (B, 1, K)
-            mask = torch.zeros(allowed_now.shape, dtype=h.dtype, device=h.device)
-            plan = RingPlan(None, mask.masked_fill_(~allowed_now, float("-inf")))
-            memory = (memory_keys, memory_values)
-            out = self.attend_one(qu, qv, keys[:, 0], values[:, 0], memory, plan, position_keys)
-            return out[:, None], None
         out, weights = relative_attention(
             self,
             h,
@@ -306,6 +302,7 @@ class RelativeMultiHeadAttention(ParameterCache):
         if recorder is not None:
             assert weights is not None
             recorder.calls.append(RecordedAttention(self, weights.detach(), allowed))
+        stats = None
         if with_stats:
             assert weights is not None
             stats = AttentionStats(attention_entropy(weights), allowed.sum(-1).float().mean())
@@ -313,63 +310,51 @@ class RelativeMultiHeadAttention(ParameterCache):
 
     def attend_one(
         self,
-        qu: torch.Tensor,
-        qv: torch.Tensor,
+        z: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
         memory: tuple[torch.Tensor, torch.Tensor],
         plan: RingPlan,
-        position_keys: torch.Tensor,
     ) -> torch.Tensor:
-        """Attention of one step (T = 1) with the scores of :func:`relative_attention`, from
-        its query terms ``qu`` = (q + u) / sqrt(E) and ``qv`` = (q + v) / sqrt(E), key and
-        value (B, D) each, over the cached keys and values ``memory`` (B, M, D) read in place,
-        keys in the order ``plan`` gives, ``position_keys`` (H, E, M + 1) -> (B, D):
-        (a) + (c) as ``(q + u) k^T`` over the memory and over the step's own key,
-        (b) + (d) as ``(q + v) (W_kR R)^T`` over the M + 1 distances
-        (:meth:`position_scores`), read per slot.
+        """Attention of one step (T = 1) with the scores of :func:`relative_attention`: from
+        its attention input ``z``, key and value (B, D) each, over the cached keys and values
+        ``memory`` (B, M, D) read in place, in the order ``plan`` gives -> (B, D).
+        (a) + (c) as ``(q + u) k^T`` over the memory and over the step's own key, (b) + (d)
+        as ``(q + v) (W_kR R)^T`` over the M + 1 distances (:meth:`position_scores`), read
+        per slot. The product of (a) + (c) over the memory takes the (B, M, D) memory as it
+        lies, without splitting it by head: a copy of the memory would cost more than the
+        rest of the step.
         """
         memory_keys, memory_values = memory
         b, m, d = memory_keys.shape
         hd, e = self.n_heads, self.head_dim
+        derived = plan.weights if plan.weights is not None else self.derived_weights(m + 1)
+        weight, bias, position_keys = derived
+        qu, qv = F.linear(z, weight, bias).chunk(2, dim=-1)  # (B, D) each, scaled
         position = self.position_scores(qv, position_keys).transpose(0, 1)  # (B, H, K)
-        if plan.key_index is not None:
-            # each slot's score read at its distance
-            position = position.gather(2, plan.key_index.expand(b, hd, m + 1))
-        position = position + plan.mask  # (B, H, K), -inf where not allowed
+        # each slot's score read at its distance, -inf where not allowed
+        position = position.gather(2, plan.key_index.expand(b, hd, m + 1)) + plan.mask
         own_score = (qu * key).view(b, hd, e).sum(-1, keepdim=True) + position[..., m:]  # (B, H, 1)
-        if torch.compiler.is_compiling():
-            # compiled (``compile_step``): each product as a multiply and a sum, which the
-            # compiler fuses into one pass over the memory, E products per slot and head
-            # instead of the D of the block-diagonal product below
-            by_slot = memory_keys.view(b, m, hd, e) * qu.view(b, 1, hd, e)  # (B, M, H, E)
-            memory_scores = by_slot.sum(-1).transpose(1, 2) + position[..., :m]  # (B, H, M)
-            weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
-            weighted = weights[..., :m].transpose(1, 2)[..., None] * memory_values.view(b, m, hd, e)
-            own_head = weighted.sum(1)  # (B, M, H, E) -> (B, H, E)
-        else:
-            # (a) + (c) over the memory: the (B, H, D) block-diagonal (q + u) against the
-            # (B, M, D) keys read in place, one batched product
-            qu_by_head = qu.view(b, 1, d) * self.head_features  # (B, H, D), row-major
-            memory_scores = torch.baddbmm(
-                position[..., :m], qu_by_head, memory_keys.transpose(1, 2)
-            )  # (B, H, M)
-            weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
-            # sum_j w_j v_j per head: every head's weights against all D features, then the
-            # features of its own head (the diagonal blocks) kept
-            by_head = torch.bmm(weights[..., :m], memory_values).view(b, hd, hd, e)  # (B, H, H, E)
-            own_head = by_head.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (B, H, E)
+        # (a) + (c) over the memory: the (B, H, D) block-diagonal (q + u) against the
+        # (B, M, D) keys read in place, one batched product
+        qu_by_head = qu.view(b, 1, d) * self.head_features  # (B, H, D), row-major
+        memory_scores = torch.baddbmm(
+            position[..., :m], qu_by_head, memory_keys.transpose(1, 2)
+        )  # (B, H, M)
+        weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
+        # sum_j w_j v_j per head: every head's weights against all D features, then the
+        # features of its own head (the diagonal blocks) kept
+        by_head = torch.bmm(weights[..., :m], memory_values).view(b, hd, hd, e)  # (B, H, H, E)
+        own_head = by_head.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (B, H, E)
         attended = own_head + weights[..., m:] * value.view(b, hd, e)  # (B, H, E)
-        return F.linear(attended.view(b, d), self.out.weight, self.out.bias)
+        return self.out(attended.reshape(b, d))
 
 
-def _parameter(module: nn.Module | None, name: str) -> torch.Tensor:
-    """``module.<name>`` of a parameter, read from the module's own dict (no
-    ``nn.Module.__getattr__``)."""
-    param = None if module is None else module._parameters.get(name)
-    if param is None:
-        raise AttributeError(f"{type(module).__name__} has no parameter {name!r}")
-    return param
+def _forget_derived_weights(module: nn.Module, incompatible_keys: object) -> None:
+    """Post-hook of ``load_state_dict``: new weights, so nothing derived from the old ones."""
+    del incompatible_keys
+    if isinstance(module, RelativeMultiHeadAttention):
+        module.clear_parameter_cache()
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -415,8 +400,8 @@ def relative_attention(
     hd = attn.n_heads
     n = k if distance is None else n_distances
     assert n is not None, "a distance per pair comes with n_distances"
-    # the query terms (q + u) / sqrt(E) and (q + v) / sqrt(E), as in an acting step
-    weight, bias, position_keys = attn.ring_weights(n)
+    # the query terms (q + u) / sqrt(E) and (q + v) / sqrt(E), as in one step (attend_one)
+    weight, bias, position_keys = attn.derived_weights(n)
     q = F.linear(h, weight[:d])  # (B, T, D), scaled
     qu = split_heads(q + bias[:d], hd)  # (B, H, T, E)
     key, value = split_heads(keys, hd), split_heads(values, hd)  # (B, H, K, E)

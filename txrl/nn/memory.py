@@ -12,16 +12,24 @@ from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from txrl.nn.acting.replica import ACTING_ATTRIBUTES, forget_acting_cache
-from txrl.nn.acting.ring import ring_step
+from txrl.nn.attention import DerivedWeights, RingPlan
 from txrl.nn.blocks import attention_blocks
 from txrl.nn.protocol import Backbone, BackboneOutput
+from txrl.nn.state import clone_state
 from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
 
 #: per-layer tensors as ``torch.stack`` takes them
 TensorList = list[torch.Tensor] | tuple[torch.Tensor, ...]
+#: a policy's heads applied to an acting step's output (B, D)
+Head = Callable[[torch.Tensor], tuple[torch.Tensor, ...]]
+#: where a backbone keeps its compiled acting step (``compile_step``), left out of its copies
+COMPILED_STEP = "_compiled_step_fn"
+# a C++ wrapper around the compiled kernels: no Python between them (on a CPU the wrapper's
+# per-call cost is what the compiled step saves)
+_COMPILE_OPTIONS: dict[str, str | int | bool | Callable[..., Any]] = {"cpp_wrapper": True}
 
 
 class MemoryState(NamedTuple):
@@ -40,6 +48,16 @@ class MemoryState(NamedTuple):
     position: torch.Tensor  # (B,) long, the slot the next step is written to (the oldest)
     step: torch.Tensor  # (B,) long, episode time of the next step (steps of the episode so far)
     valid: torch.Tensor  # (B, M) bool, True where the slot holds a step of the current episode
+
+
+class LayerPass(NamedTuple):
+    """What the layer loop (:meth:`LayerMemoryBackbone.layers`) returns."""
+
+    output: torch.Tensor  # (B, T, D) the last layer's output
+    inputs: list[torch.Tensor]  # L x (B, T, D) each layer's inputs, what the memory caches
+    keys: list[torch.Tensor]  # L x (B, T, D) their keys
+    values: list[torch.Tensor]  # L x (B, T, D) their values
+    stats: dict[str, torch.Tensor]  # per-layer diagnostics, when asked
 
 
 class MemoryTrace(NamedTuple):
@@ -69,9 +87,9 @@ class LayerMemoryBackbone(Backbone):
 
     state_type: ClassVar[Any] = MemoryState
     trace_type: ClassVar[Any] = MemoryTrace
-    # Whether a one-step call attends over the ring as it lies (the acting wing's ring step,
-    # :mod:`txrl.nn.acting.ring`, for blocks whose attention is relative attention);
-    # otherwise every call first puts the slots oldest first.
+    # Whether an acting step attends over the ring as it lies (:meth:`ring_step`, for
+    # blocks whose attention is relative attention); otherwise every call first puts the
+    # slots oldest first.
     ring_steps: ClassVar[bool] = False
     graph_capturable = True
     blocks: nn.ModuleList
@@ -103,6 +121,38 @@ class LayerMemoryBackbone(Backbone):
     def extra_stats(self) -> dict[str, torch.Tensor]:
         return {}
 
+    def layers(
+        self,
+        h: torch.Tensor,
+        memory_keys: torch.Tensor,
+        memory_values: torch.Tensor,
+        plans: list[Any],
+        stats: bool,
+    ) -> LayerPass:
+        """The layer loop of eq. (6): each layer attends from its inputs h over the cached
+        keys and values of its memory (B, L, M, D) and those of h, under its plan: T steps
+        h (B, T, D) under :meth:`attention_plans` (a sequence), or one step's rows h (B, D)
+        under :meth:`ring_plan` (an acting step over the ring). Blocks are position-wise,
+        so they take either. Reads the memory, writes nothing."""
+        out_stats: dict[str, torch.Tensor] = {}
+        layer_inputs, new_keys, new_values = [], [], []
+        for layer, block in enumerate(attention_blocks(self.blocks)):
+            layer_inputs.append(h)
+            # h~ = [SG(m^{l-1}) ; h^{l-1}]: cached keys/values of the memory, new ones of h
+            z = block.attention_input(h)  # (B, T, D)
+            k_new, v_new = block.attention.project_memory(z)  # (B, T, D) each
+            new_keys.append(k_new)
+            new_values.append(v_new)
+            memory = (memory_keys[:, layer], memory_values[:, layer])  # (B, M, D) each
+            layer_stats: dict[str, torch.Tensor] | None = {} if stats else None
+            attended = block.attention.over_memory(
+                z, memory, (k_new, v_new), plans[layer], layer_stats
+            )
+            h = block(h, attended, layer_stats)
+            if layer_stats is not None:
+                out_stats.update({f"layer{layer}/{k}": v for k, v in layer_stats.items()})
+        return LayerPass(h, layer_inputs, new_keys, new_values, out_stats)
+
     def run(
         self,
         x: torch.Tensor,
@@ -119,36 +169,19 @@ class LayerMemoryBackbone(Backbone):
         allowed = window_mask(state.valid, episode_starts, self.memory_length)  # (B, T, K)
         query_time = episode_time(state.step, episode_starts)  # (B, T)
         plans = self.attention_plans(allowed, query_time)
-
-        out_stats: dict[str, torch.Tensor] = {}
-        layer_inputs, new_keys, new_values = [], [], []
-        for layer, block in enumerate(attention_blocks(self.blocks)):
-            layer_inputs.append(h)
-            # h~ = [SG(m^{l-1}) ; h^{l-1}]: cached keys/values of the memory, new ones of h
-            z = block.attention_input(h)  # (B, T, D)
-            k_new, v_new = block.attention.project_memory(z)  # (B, T, D) each
-            new_keys.append(k_new)
-            new_values.append(v_new)
-            memory = (state.keys[:, layer], state.values[:, layer])  # (B, M, D) each
-            layer_stats: dict[str, torch.Tensor] | None = {} if stats else None
-            attended = block.attention.over_memory(
-                z, memory, (k_new, v_new), plans[layer], layer_stats
-            )
-            h = block(h, attended, layer_stats)
-            if layer_stats is not None:
-                out_stats.update({f"layer{layer}/{k}": v for k, v in layer_stats.items()})
-
+        out = self.layers(h, state.keys, state.values, plans, stats)
         new_state = (
-            self.next_state(state, layer_inputs, new_keys, new_values, episode_starts)
+            self.next_state(state, out.inputs, out.keys, out.values, episode_starts)
             if next_state
             else None
         )
+        out_stats = out.stats
         if stats:
             out_stats["memory_in_use"] = memory_in_use(state.valid)
             out_stats.update(self.extra_stats())
-        step_trace = self.trace_of(layer_inputs) if trace else None
+        step_trace = self.trace_of(out.inputs) if trace else None
         return BackboneOutput(
-            h.transpose(0, 1), new_state, step_trace, self.aux_losses(), out_stats
+            out.output.transpose(0, 1), new_state, step_trace, self.aux_losses(), out_stats
         )
 
     # ------------------------------------------------------------------ acting on the ring
@@ -162,8 +195,8 @@ class LayerMemoryBackbone(Backbone):
         trace: bool = False,
     ) -> BackboneOutput:
         """One acting step; without gradients it writes the step into ``state``'s ring in
-        place (O(L D) bytes written, nothing of size M copied; :mod:`txrl.nn.acting.ring`)
-        and returns that state. :meth:`run` never changes its input and returns the slots
+        place (O(L D) bytes written, nothing of size M copied: :meth:`ring_step`) and
+        returns that state. :meth:`run` never changes its input and returns the slots
         oldest first."""
         return self.step_with_head(x, state, episode_starts, None, trace=trace)[1]
 
@@ -172,41 +205,136 @@ class LayerMemoryBackbone(Backbone):
         x: torch.Tensor,
         state: MemoryState,
         episode_starts: torch.Tensor,
-        head: Callable[[torch.Tensor], tuple[torch.Tensor, ...]] | None,
+        head: Head | None,
         *,
         trace: bool = False,
     ) -> tuple[tuple[torch.Tensor, ...], BackboneOutput]:
         """:meth:`step`, and ``head`` (None: nothing) applied to its output (B, D): a
         policy's heads, which a compiled step (``compile_step``) runs in its graph, so an
         acting step is one compiled call; otherwise ``head(output)`` after the step. One
-        step with gradients off, a memory and no dropout takes the ring step
-        (:func:`txrl.nn.acting.ring.ring_step`); anything else is :meth:`run`."""
+        step with gradients off, a memory and no dropout is :meth:`ring_step` (compiled with
+        ``compile_step`` on a CPU); anything else is :meth:`run`."""
         self.check_inputs(x, state, episode_starts)
         dropout_on = self.training and self.config.dropout > 0.0
         if (
-            self.ring_steps
-            and x.shape[0] == 1
-            and self.memory_length > 0
-            and not dropout_on
-            and not torch.is_grad_enabled()
+            not self.ring_steps
+            or x.shape[0] != 1
+            or self.memory_length == 0
+            or dropout_on
+            or torch.is_grad_enabled()
         ):
-            return ring_step(self, x, state, episode_starts, head, trace=trace)
-        out = self.run(x, state, episode_starts, trace=trace)
-        return (() if head is None else head(out.output[0])), out
+            out = self.run(x, state, episode_starts, trace=trace)
+            return (() if head is None else head(out.output[0])), out
+        if state.hidden.is_inference() and not torch.is_inference_mode_enabled():
+            # torch forbids writing inference tensors outside inference mode
+            state = clone_state(state)
+        start = episode_starts[0]  # (B,)
+        if self.compiles_step and x.device.type == "cpu":
+            weights = self.ring_weights()
+            h, inputs, heads = compiled_call(self, x[0], state, start, weights, head)
+        else:
+            h, inputs, heads = self.ring_step(x[0], *state, start, self.ring_weights(), head)
+        step_trace = self.trace_type(hidden=inputs[None]) if trace else None  # (1, B, L, D)
+        return heads, BackboneOutput(h[None], state, step_trace, self.aux_losses(), {})
+
+    def ring_step(
+        self,
+        x: torch.Tensor,
+        hidden: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        position: torch.Tensor,
+        step: torch.Tensor,
+        valid: torch.Tensor,
+        start: torch.Tensor,
+        weights: list[DerivedWeights],
+        head: Head | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """One acting step over the ring, on the fields of a :class:`MemoryState` (in its
+        order), which it advances in place: the layer loop (:meth:`layers`) with one query
+        row per env and the step's :meth:`ring_plan` (each layer's with its attention's
+        ``weights``, :meth:`ring_weights`), then the ring write (:meth:`write_ring`) and
+        ``head`` of the output. x (B, I), ``start`` (B,) bool. Returns the output (B, D),
+        the step's layer inputs (B, L, D) and what ``head`` returned (empty without one)."""
+        h = self.embed(x)  # (B, I) -> (B, D)
+        plan = self.ring_plan(position, valid, start[None])
+        plans = [plan._replace(weights=w) for w in weights]
+        out = self.layers(h, keys, values, plans, stats=False)
+        # L x (B, D) -> (B, L, D) each
+        inputs, new_keys, new_values = (
+            torch.stack(f, dim=1) for f in (out.inputs, out.keys, out.values)
+        )
+        self.write_ring(
+            hidden, keys, values, position, step, valid, inputs, new_keys, new_values, start
+        )
+        return out.output, inputs, (() if head is None else head(out.output))
+
+    def ring_plan(
+        self, position: torch.Tensor, valid: torch.Tensor, episode_starts: torch.Tensor
+    ) -> RingPlan:
+        """Key order and mask of one step over the ring, shared by the layers: the window
+        mask of a sequence (:func:`~txrl.nn.window.window_mask`, which for one step does
+        not depend on the slots' order), and each slot's distance read from the write
+        ``position`` (B,): slot j is ``(position - j - 1) mod M + 1`` steps back, so its
+        place in the distances M .. 0 is ``(j - position) mod M``; the step itself is last,
+        at distance 0. ``valid`` (B, M), ``episode_starts`` (1, B)."""
+        m = self.memory_length
+        allowed = window_mask(valid, episode_starts, m)  # (B, 1, M+1)
+        slots = torch.arange(m, device=position.device)
+        slot_index = (slots - position[:, None]).remainder(m)  # (B, M)
+        key_index = F.pad(slot_index, (0, 1), value=m)[:, None]  # (B, 1, M+1)
+        mask = torch.zeros(allowed.shape, dtype=self.embed.weight.dtype, device=allowed.device)
+        return RingPlan(key_index, mask.masked_fill_(~allowed, float("-inf")), None)
+
+    def ring_weights(self) -> list[DerivedWeights]:
+        """Each layer's attention's derived weights for the M + 1 keys of a ring step
+        (:meth:`~txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`)."""
+        n_keys = self.memory_length + 1
+        return [block.attention.derived_weights(n_keys) for block in attention_blocks(self.blocks)]
+
+    def write_ring(
+        self,
+        hidden: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        position: torch.Tensor,
+        step: torch.Tensor,
+        valid: torch.Tensor,
+        new_hidden: torch.Tensor,
+        new_keys: torch.Tensor,
+        new_values: torch.Tensor,
+        start: torch.Tensor,
+    ) -> None:
+        """The memory write of one step over the ring, in place: its layer inputs, keys and
+        values (B, L, D) over the oldest slot (``position``) of the state's fields (those of
+        :class:`MemoryState`, in its order); then its position, step and valid slots move
+        on as :meth:`next_state` moves them (:func:`~txrl.nn.window.next_valid`), the slots
+        staying where they lie."""
+        b, depth, m, d = hidden.shape
+        device = position.device
+        slot = position[:, None]  # (B, 1)
+        envs = torch.arange(b, device=device)[:, None]  # (B, 1)
+        layers = torch.arange(depth, device=device)  # (L,)
+        # row (b, l, position[b]) of a (B * L * M, D) field, b-major like the (B, L) rows
+        rows = (envs * (depth * m) + layers * m + slot).flatten()  # (B * L,)
+        for field, new in ((hidden, new_hidden), (keys, new_keys), (values, new_values)):
+            if field.is_contiguous():
+                field.view(b * depth * m, d).index_copy_(0, rows, new.reshape(b * depth, d))
+            else:  # e.g. a state left by a sequence pass (views of a longer window)
+                field[envs, layers, slot] = new  # (B, L, D) rows
+        valid.logical_and_(~start[:, None])  # a new episode forgets the old one
+        valid.scatter_(1, slot, True)  # the step just taken
+        step.masked_fill_(start, 0).add_(1)
+        position.add_(1).remainder_(self.memory_length)
 
     @property
     def compiles_step(self) -> bool:
         """Whether acting steps run the layer loop compiled (the ``compile_step`` setting)."""
         return bool(getattr(self.config, "compile_step", False))
 
-    def clear_parameter_cache(self) -> None:
-        """Forget what the acting step derived from the weights (:meth:`on_parameters_changed`)."""
-        forget_acting_cache(self)
-
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())
-        for name in ACTING_ATTRIBUTES:  # this instance's compiled step and derived weights
-            state.pop(name, None)
+        state.pop(COMPILED_STEP, None)  # this instance's compiled step: a copy compiles its own
         return state
 
     def ordered(self, state: MemoryState) -> MemoryState:
@@ -304,3 +432,41 @@ class LayerMemoryBackbone(Backbone):
     def trace_of(self, inputs: TensorList) -> MemoryTrace:
         """Each layer's inputs (B, T, D) -> the trace, (T, B, L, D)."""
         return self.trace_type(hidden=torch.stack(inputs, dim=2).transpose(0, 1).detach())
+
+
+def compiled_call(
+    backbone: LayerMemoryBackbone,
+    x: torch.Tensor,
+    state: MemoryState,
+    start: torch.Tensor,
+    weights: list[DerivedWeights],
+    head: Head | None,
+) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+    """:meth:`LayerMemoryBackbone.ring_step` through ``torch.compile`` (``compile_step``),
+    compiled at the first call and kept by ``backbone`` (a copy compiles its own).
+
+    One graph, no Python per op: on a CPU the step's ~250 small ops cost more than its
+    products, and the compiled step runs them as a few fused kernels. The first step
+    compiles (tens of seconds on a CPU); a second batch size compiles once more, for any
+    batch size (torch's dynamic shapes), and so does a state whose tensors are of the other
+    kind (inference tensors or not) or another ``head``. The parameters and the derived
+    ``weights`` are the graph's inputs, so new weights of the same shapes reuse it. x and
+    ``start`` are made inference tensors when they are not (a learner makes its bootstrap
+    step's flags outside inference mode), so that rollouts, value estimates and ``predict``
+    share one compiled step; the state, written in place, is taken as it is."""
+    small = (x, start)
+    if not all(t.is_inference() for t in small):
+        with torch.inference_mode():
+            x, start = (t if t.is_inference() else t.clone() for t in small)
+    compiled = backbone.__dict__.get(COMPILED_STEP)
+    if compiled is None:
+        compiled = torch.compile(type(backbone).ring_step, options=_COMPILE_OPTIONS)
+        backbone.__dict__[COMPILED_STEP] = compiled
+    try:
+        return compiled(backbone, x, *state, start, weights, head)
+    except RuntimeError as error:
+        raise RuntimeError(
+            f"compile_step: torch.compile could not compile or run the acting step ({error}). "
+            "Install what it needs (a C++ compiler on a CPU), or set compile_step to "
+            "false (policy_kwargs backbone_kwargs, or policy.backbone_kwargs in a config)"
+        ) from error

@@ -24,9 +24,10 @@ inside. Learners that train on segments of a rollout also use:
   rollout's and ``predict``'s path);
 * :meth:`Backbone.refresh_state`: recomputes caches derived from the parameters (TrXL's
   memory keys and values) after an update;
-* :meth:`Backbone.on_parameters_changed`: drops the module-level caches derived from the
-  parameters (TrXL's positional keys). They follow optimizer steps, loaded weights and
-  copies by themselves (:mod:`txrl.nn.cache`); only a write through ``p.data`` needs it;
+* :meth:`Backbone.on_parameters_changed`: drops what modules derived from the parameters
+  for acting steps (TrXL's positional keys). A training pass, ``train()`` / ``eval()``, a
+  load and a copy drop or leave it by themselves; weights written otherwise with gradients
+  off (``p.data``, ``p.copy_`` under ``torch.no_grad``) need this call;
 * ``BackboneOutput.aux_losses``: named auxiliary losses (e.g. an adaptive span's L1
   penalty) that a learner adds with its own coefficients; ``stats`` holds diagnostics.
 """
@@ -134,10 +135,12 @@ class Backbone(nn.Module, abc.ABC):
     def on_parameters_changed(self) -> None:
         """Drop every cache derived from the parameters, in this module and its submodules.
 
-        A submodule with such a cache defines ``clear_parameter_cache()``. The caches see
-        optimizer steps (fused ones included), in-place writes, new tensors and loaded
-        weights by themselves (:mod:`txrl.nn.cache`); calling this is needed only after a
-        write through ``p.data``, which no version counter records, and harmless otherwise.
+        A submodule with such a cache defines ``clear_parameter_cache()``. A training pass
+        (any call with gradients on), ``train()`` / ``eval()`` and a loaded state dict drop
+        the caches by themselves (e.g.
+        :meth:`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`); calling this
+        is needed after weights are written otherwise with gradients off, and harmless
+        always.
         """
         for module in self.modules():
             clear = getattr(module, "clear_parameter_cache", None)

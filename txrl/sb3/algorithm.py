@@ -237,10 +237,10 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
     def _live_memory(self, n_envs: int) -> Any:
         """The memory the next rollout starts from, with caches refreshed for the current weights.
 
-        Everything the acting policy derived from its weights is dropped first: the derived
-        weights follow optimizer steps and loads by themselves (:mod:`txrl.nn.cache`), but a
-        write through ``p.data`` between rollouts (a callback's EMA or perturbation, SB3's
-        ``polyak_update``) changes no version counter. Their rebuild at the rollout's first
+        Everything the acting policy derived from its weights is dropped first
+        (``on_parameters_changed``): the training pass and ``train()`` / ``eval()`` drop it
+        too, but a write through ``p.data`` between rollouts (a callback's EMA or
+        perturbation, SB3's ``polyak_update``) does not. Their rebuild at the rollout's first
         step is the one an update between rollouts causes anyway."""
         if self._memory is None or self._memory[0].shape[0] != n_envs:
             self._memory = self.policy.initial_state(n_envs)
@@ -490,7 +490,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 # the norm before clipping: its growth is one of the signs a run is about to
                 # lose what it learned
                 logged["train/grad_norm"].append(grad_norm.detach())
-                self.policy.optimizer.step()  # the acting caches follow it (txrl.nn.cache)
+                self.policy.optimizer.step()  # the training pass dropped the acting caches
                 self._after_gradient_step()
             self._n_updates += 1  # epochs started, one cut short included (as SB3's PPO counts)
             if stopped:

@@ -11,10 +11,10 @@ overwritten by the next replay.
 The draw stays outside the graph (a few kernels), so the actions are those eager steps draw
 from the same generator state. A graph fixes the addresses it reads. On a GPU the step reads
 the parameters themselves, which keep their addresses (the optimizers update them in place),
-but what it derives from them (the attention's fused weights and positional keys,
-:mod:`txrl.nn.acting.ring`) is rebuilt after an update, and a learner drops it all at the
-start of each rollout, so a learner captures a new graph then rather than keeping one
-across updates.
+but what the attention derives from them (its scaled query weights and positional keys,
+:meth:`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`) is rebuilt after an
+update, and a learner drops it at the start of each rollout, so a learner captures a new
+graph then rather than keeping one across updates.
 """
 
 from __future__ import annotations

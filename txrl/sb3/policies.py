@@ -33,7 +33,6 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 
 from txrl.backbones import make_backbone, shared_settings
-from txrl.nn.acting.replica import ACTING_ATTRIBUTES, column_major_replica, forget_acting_cache
 from txrl.nn.pair import PairedBackbone
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import clone_state
@@ -52,9 +51,6 @@ from txrl.sb3.past_prediction import (
 )
 from txrl.sb3.predict import MemoryPredictPolicy
 from txrl.sb3.reconstruction import RECONSTRUCTION_LOSS, ObservationDecoder, reconstructed_entry
-
-#: The children of a policy that its discrete heads run through (``_discrete_heads``)
-ACTING_HEADS = ("mlp_extractor", "action_net", "value_net")
 
 #: Precisions of the training pass (``training_precision``); acting is always fp32.
 TRAINING_PRECISIONS = ("fp32", "bf16")
@@ -159,8 +155,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
         default_optimizer = kwargs.get("optimizer_class", torch.optim.Adam) is torch.optim.Adam
         if kwargs.get("optimizer_kwargs") is None and default_optimizer:
             # SB3's default (Adam, eps 1e-5) with the fused kernel: the same update in fewer
-            # kernels (bench/results/throughput_changes.md, "fused Adam"); safe for the cached
-            # keys, which see the optimizer's steps, fused ones included (txrl.nn.cache)
+            # kernels (bench/results/throughput_changes.md, "fused Adam")
             kwargs["optimizer_kwargs"] = {"eps": 1e-5, "fused": True}
         chosen = self.encoder_class(observation_space, kwargs.get("features_extractor_class"))
         kwargs.update(code_grid_settings(observation_space, chosen, kwargs))
@@ -249,18 +244,11 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
     # ------------------------------------------------------------------ memory
 
     def on_parameters_changed(self) -> None:
-        """Drop the caches derived from the weights (the backbone's and the heads'). They
-        follow optimizer steps (fused Adam's too), loaded weights and copies by themselves
-        (:mod:`txrl.nn.cache`); only a write through ``p.data``, which no version counter
-        records, needs this call."""
+        """Drop what the backbone derived from the weights for its acting steps
+        (:meth:`txrl.nn.protocol.Backbone.on_parameters_changed`): needed after weights are
+        written with gradients off (``p.data``, an EMA, SB3's ``polyak_update``); a training
+        pass, ``train()`` / ``eval()`` and a load drop it by themselves."""
         self.backbone.on_parameters_changed()
-        forget_acting_cache(self)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(super().__getstate__())
-        for name in ACTING_ATTRIBUTES:  # what acting derived from this instance's weights
-            state.pop(name, None)
-        return state
 
     def initial_state(self, n_envs: int) -> Any:
         return self.backbone.initial_state(n_envs, device=self.device)
@@ -374,12 +362,9 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
             return self.action_net(latent_pi).log_softmax(dim=-1), self.value_net(latent_vf), out
         # the heads run in the backbone's step (in its graph when it compiles its step)
         x = self._acting_features(obs)
-        head: Any = self._discrete_heads
-        if getattr(self.backbone, "compiles_step", False) and x.device.type == "cpu":
-            # in the compiled step, on column-major copies of their weights (the policy's
-            # replica, txrl.nn.acting.replica; the policy itself while gradients are on)
-            head = column_major_replica(self, ACTING_HEADS)._discrete_heads
-        (log_probs, values), out = stepper(x, state, episode_starts[None], head, trace=trace)
+        (log_probs, values), out = stepper(
+            x, state, episode_starts[None], self._discrete_heads, trace=trace
+        )
         return log_probs, values, out
 
     def _parameter_dtype(self) -> torch.dtype:

@@ -21,7 +21,6 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.type_aliases import PyTorchObs
 
-from txrl.nn.acting.sample import parameters_rewritten
 from txrl.nn.state import as_state
 
 
@@ -35,7 +34,8 @@ class MemoryPredictPolicy(ActorCriticPolicy):
         raise NotImplementedError
 
     def on_parameters_changed(self) -> None:
-        """Drop what acting derived from the weights (after a write through ``p.data``)."""
+        """Drop what acting derived from the weights (after weights written with gradients
+        off)."""
         raise NotImplementedError
 
     def _predicted_actions(
@@ -75,15 +75,12 @@ class MemoryPredictPolicy(ActorCriticPolicy):
         memory is stepped too, so the state returned stays one whole state (usable by
         ``act`` as well), at the cost of its backbone.
 
-        Weights: each call acts with the weights the policy has now. What the acting step
-        derives from them (column-major copies, the attention's fused weights and positional
-        keys) follows optimizer steps, loads and in-place writes by itself
-        (:mod:`txrl.nn.cache`); a write through ``p.data`` (an EMA, a perturbation, SB3's
-        ``polyak_update``), which no version counter records, is noticed by a sample of the
-        parameters' values that each call compares (one element of each parameter, its
-        largest in magnitude: :mod:`txrl.nn.acting.sample`). That sees every write that
-        rewrites a whole tensor or clamps it, not one that changes other elements only:
-        after such a write, call :meth:`on_parameters_changed`.
+        Weights: each call acts with the weights the policy has now. What the attention
+        derives from them alone (its scaled query weights and positional keys,
+        :meth:`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`) is kept
+        between calls and dropped by a training pass, ``train()`` / ``eval()`` and a load;
+        after weights are written otherwise with gradients off (through ``p.data``, an EMA,
+        SB3's ``polyak_update``), call :meth:`on_parameters_changed`.
 
         The state is data, as in sb3-contrib's ``RecurrentPPO.predict``, whose LSTM state
         stays as the weights that computed it left it: after a weight change, the memory
@@ -94,8 +91,6 @@ class MemoryPredictPolicy(ActorCriticPolicy):
         """
         if self.training:
             self.set_training_mode(False)
-        if parameters_rewritten(self):  # a write through .data, or the first call: derive anew
-            self.on_parameters_changed()
         device = self._acting_device()
         with torch.inference_mode():
             # the observation and flags made here are inference tensors, which the compiled
