@@ -61,7 +61,10 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
     A learner subclasses ``MemoryOnPolicyAlgorithm[U]`` with ``U`` the type of its
     per-update settings (a frozen dataclass or NamedTuple): :meth:`_update_settings` builds
     one ``U`` per ``train()`` (schedules read at the current progress, whole-rollout
-    statistics) and :meth:`_loss` receives it with each minibatch.
+    statistics) and :meth:`_loss` receives it with each minibatch. It names its settings
+    dataclass, :attr:`settings_class`; the constructor takes ``policy``, ``env``, SB3's wiring
+    (``tensorboard_log``, ``policy_kwargs``, ``verbose``, ``seed``, ``device``) and, as
+    keyword arguments, the fields of those settings, with their defaults.
 
     :param segment_length: steps per training sequence (S); ``n_steps`` and ``batch_size``
         must be multiples of it. A minibatch holds ``batch_size // segment_length`` segments.
