@@ -7,9 +7,9 @@ registered backbone through ``policy_kwargs=dict(backbone=...)``: ``MlpGTrXLPoli
 ``CnnLstmPolicy``, ``MultiInputMemoryPolicy``.
 
 Two sides read this one rule: the memory learners' records (:mod:`txrl.learners`), which name
-the policy a config trains without torch, and :mod:`txrl.sb3.policies`, which makes one class
-of each name. Neither imports the other, so the rule lives here, below both, and imports
-nothing.
+the policy a config trains without torch, and :mod:`txrl.sb3.policies`, which writes out one
+class of each name (a test checks them against this rule). Neither imports the other, so the
+rule lives here, below both, and imports nothing.
 """
 
 from __future__ import annotations
