@@ -493,7 +493,8 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 # the norm before clipping: its growth is one of the signs a run is about to
                 # lose what it learned
                 logged["train/grad_norm"].append(grad_norm.detach())
-                self.policy.optimizer.step()  # the training pass dropped the acting caches
+                self.policy.optimizer.step()
+                self.policy.on_parameters_changed()  # what acting derived is of the old weights
                 self._after_gradient_step()
             self._n_updates += 1  # epochs started, one cut short included (as SB3's PPO counts)
             if stopped:

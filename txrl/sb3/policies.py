@@ -245,9 +245,10 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
 
     def on_parameters_changed(self) -> None:
         """Drop what the backbone derived from the weights for its acting steps
-        (:meth:`txrl.nn.protocol.Backbone.on_parameters_changed`): needed after weights are
-        written with gradients off (``p.data``, an EMA, SB3's ``polyak_update``); a training
-        pass, ``train()`` / ``eval()`` and a load drop it by themselves."""
+        (:meth:`txrl.nn.protocol.Backbone.on_parameters_changed`). The learners call it
+        after each optimizer step and at each rollout start; a training pass,
+        ``train()`` / ``eval()`` and a load drop it by themselves. Call it after writing
+        weights otherwise with gradients off (``p.data``, an EMA, SB3's ``polyak_update``)."""
         self.backbone.on_parameters_changed()
 
     def initial_state(self, n_envs: int) -> Any:

@@ -78,9 +78,10 @@ class MemoryPredictPolicy(ActorCriticPolicy):
         Weights: each call acts with the weights the policy has now. What the attention
         derives from them alone (its scaled query weights and positional keys,
         :meth:`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`) is kept
-        between calls and dropped by a training pass, ``train()`` / ``eval()`` and a load;
-        after weights are written otherwise with gradients off (through ``p.data``, an EMA,
-        SB3's ``polyak_update``), call :meth:`on_parameters_changed`.
+        between calls and dropped by a training pass, ``train()`` / ``eval()``, a load, and
+        the learners' optimizer steps and rollout starts; after weights are written
+        otherwise with gradients off (through ``p.data``, an EMA, SB3's ``polyak_update``),
+        call :meth:`on_parameters_changed`.
 
         The state is data, as in sb3-contrib's ``RecurrentPPO.predict``, whose LSTM state
         stays as the weights that computed it left it: after a weight change, the memory
