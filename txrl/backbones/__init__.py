@@ -33,6 +33,7 @@ from typing import Any
 from txrl.backbones import (
     adaptive_span,
     compressive,
+    ffm,
     linear,
     linformer,
     reformer,
@@ -59,6 +60,7 @@ BUILTIN_BACKBONES: tuple[BackboneRecord, ...] = (
     *reformer.BACKBONES,  # reformer
     *linear.BACKBONES,  # linear, performer
     *linformer.BACKBONES,  # linformer
+    *ffm.BACKBONES,  # ffm
 )
 
 
