@@ -1,13 +1,25 @@
-"""Acting latency of two source trees of txrl, measured in one run (a paired A/B).
+"""Acting latency of two source trees of txrl, measured in one run (a paired A/B); and
+``predict`` against sb3-contrib's RecurrentPPO and against its floor.
 
     python bench/acting_ab.py BEFORE_TREE AFTER_TREE [--blocks 40] [--block 25] [--out FILE]
+    python bench/acting_ab.py --floor TREE [--blocks 40] [--block 25] [--out FILE]
 
 Each tree (a checkout, e.g. ``git worktree add /tmp/before COMMIT``) gets one worker process
 per kind of call, which builds ``bench/throughput.py``'s setup from its own code and times
 single calls: the eager acting step (``act``), ``predict`` (deterministic, as
 ``evaluate_policy`` calls it), and both with ``compile_step``. The two workers of a kind are
-timed in alternating blocks of calls, so a change in the machine's load falls on both; the
-table gives each side's median and 10th percentile and their ratio (after / before).
+timed in alternating blocks of calls, so a change in the machine's load falls on both. The
+table gives each side's minimum and median, the ratios of both (after / before), and the
+median over blocks of each block's ratio of medians (the paired figure: on a machine that
+other processes share, a block's two halves see nearly the same load).
+
+``--floor`` times, in the same alternating blocks, the tree's eager ``predict``,
+RecurrentPPO's ``predict`` at the same setup (its LSTM of 128 units, deterministic) and the
+floor of txrl's ``predict``: the weight products its step makes (the embedding, each
+layer's, the actor's MLP and action head; ``bench/throughput.py``'s ``step_products``
+without the critic's), alone, on the same B rows, with no other op, which any fp32
+implementation of the same model pays. It prints ``predict`` / RecurrentPPO's and
+``predict`` / floor.
 """
 
 from __future__ import annotations
@@ -22,6 +34,8 @@ import sys
 from pathlib import Path
 
 KINDS = ("act", "predict", "act_compiled", "predict_compiled")
+#: the sides of ``--floor``: txrl's predict, RecurrentPPO's, the floor of txrl's
+FLOOR_KINDS = ("predict", "recurrent_predict", "predict_floor")
 
 WORKER = r"""
 import argparse, json, sys, time
@@ -29,11 +43,21 @@ tree, kind = sys.argv[1], sys.argv[2]
 sys.path.insert(0, tree + "/bench")
 import torch
 torch.set_num_threads(1)
-from throughput import build, predict, txrl_act
+from throughput import build, predict, txrl_act, txrl_products, step_products
 setup = argparse.Namespace(n_envs=8, length=20, n_steps=128, batch_size=256, n_epochs=4, segment_length=32)
 extra = {"backbone_kwargs": {"compile_step": True}} if kind.endswith("compiled") else {}
-model = build("txrl", "bench", setup, **extra)
-call, warm = txrl_act(model) if kind.startswith("act") else predict(model, deterministic=True)
+model = build("recurrent" if kind == "recurrent_predict" else "txrl", "bench", setup, **extra)
+if kind == "predict_floor":
+    policy = model.policy
+    critic = {id(p) for m in (policy.value_net, policy.mlp_extractor.value_net) for p in m.parameters()}
+    actor_only = [(w, b) for w, b in step_products(policy) if id(w) not in critic]
+    import throughput
+    throughput.step_products = lambda _: actor_only
+    call, warm = txrl_products(model)
+elif kind.startswith("act"):
+    call, warm = txrl_act(model)
+else:
+    call, warm = predict(model, deterministic=True)
 for _ in range(warm):
     call()
 print("ready", flush=True)
@@ -60,18 +84,19 @@ def _worker(tree: Path, kind: str) -> subprocess.Popen[str]:
     )
 
 
-def paired(trees: tuple[Path, Path], kind: str, blocks: int, block: int) -> list[list[float]]:
-    """Seconds per call of each tree, timed in ``blocks`` alternating blocks of ``block``."""
-    workers = [_worker(tree, kind) for tree in trees]
+def timed_in_turns(sides: list[tuple[Path, str]], blocks: int, block: int) -> list[list[float]]:
+    """Seconds per call of each (tree, kind) side, timed in ``blocks`` turns of ``block``
+    calls a side, the sides in turn."""
+    workers = [_worker(tree, kind) for tree, kind in sides]
     try:
-        for proc, tree in zip(workers, trees, strict=True):
+        for proc, (tree, kind) in zip(workers, sides, strict=True):
             assert proc.stdout is not None
             line = proc.stdout.readline()
             if not line.startswith("ready"):
                 raise RuntimeError(
                     f"the {kind} worker of {tree} did not start (run it by hand to see why)"
                 )
-        times: list[list[float]] = [[], []]
+        times: list[list[float]] = [[] for _ in sides]
         for _ in range(blocks):
             for proc, taken in zip(workers, times, strict=True):
                 assert proc.stdin is not None and proc.stdout is not None
@@ -86,6 +111,26 @@ def paired(trees: tuple[Path, Path], kind: str, blocks: int, block: int) -> list
             proc.wait()
 
 
+def paired(trees: tuple[Path, Path], kind: str, blocks: int, block: int) -> list[list[float]]:
+    """Seconds per call of each tree, timed in ``blocks`` alternating blocks of ``block``."""
+    return timed_in_turns([(tree, kind) for tree in trees], blocks, block)
+
+
+def ratio_row(name: str, base: list[float], other: list[float], block: int) -> str:
+    """A row: each side's minimum and median (ms), the ratios of both (other / base) and the
+    median over blocks of each block's ratio of medians."""
+    low = [min(t) * 1e3 for t in (base, other)]
+    med = [statistics.median(t) * 1e3 for t in (base, other)]
+    by_block = [
+        statistics.median(other[i : i + block]) / statistics.median(base[i : i + block])
+        for i in range(0, len(base), block)
+    ]
+    return (
+        f"{name:<18} {low[0]:>10.3f} {med[0]:>7.3f} {low[1]:>10.3f} {med[1]:>7.3f} "
+        f"{low[1] / low[0]:>9.3f} {med[1] / med[0]:>7.3f} {statistics.median(by_block):>7.3f}"
+    )
+
+
 def _cpu() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -98,8 +143,11 @@ def _cpu() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("before", type=Path)
-    parser.add_argument("after", type=Path)
+    parser.add_argument("before", type=Path, nargs="?")
+    parser.add_argument("after", type=Path, nargs="?")
+    parser.add_argument(
+        "--floor", type=Path, help="a tree: predict against RecurrentPPO's and its floor"
+    )
     parser.add_argument("--blocks", type=int, default=40)
     parser.add_argument("--block", type=int, default=25)
     parser.add_argument(
@@ -107,31 +155,48 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    trees = [args.floor] if args.floor is not None else [args.before, args.after]
+    if any(tree is None for tree in trees) or (args.floor and args.before):
+        parser.error("give BEFORE_TREE and AFTER_TREE, or --floor TREE alone")
     kinds = args.kinds.split(",")
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         parser.error(f"unknown kinds {unknown}; valid: {', '.join(KINDS)}")
-    for tree in (args.before, args.after):
+    for tree in trees:
         if not (tree / "bench" / "throughput.py").exists():
             parser.error(f"{tree} is not a txrl source tree (no bench/throughput.py)")
+    title = (
+        f"# predict against RecurrentPPO's and its floor: {args.floor}"
+        if args.floor is not None
+        else f"# acting latency A/B: before {args.before}, after {args.after}"
+    )
     lines = [
-        f"# acting latency A/B: before {args.before}, after {args.after}",
+        title,
         f"# {_cpu()}, {os.cpu_count()} logical CPUs, one torch thread a worker, "
         f"load average {os.getloadavg()[0]:.1f} at the start",
         f"# {args.blocks} alternating blocks of {args.block} calls a side",
-        f"{'kind':<18} {'before ms':>10} {'p10':>7} {'after ms':>10} {'p10':>7} {'after/before':>13} {'p10':>6}",
     ]
-    print("\n".join(lines), flush=True)
-    for kind in kinds:
-        before, after = paired((args.before, args.after), kind, args.blocks, args.block)
-        med = [statistics.median(t) * 1e3 for t in (before, after)]
-        p10 = [sorted(t)[len(t) // 10] * 1e3 for t in (before, after)]
-        row = (
-            f"{kind:<18} {med[0]:>10.3f} {p10[0]:>7.3f} {med[1]:>10.3f} {p10[1]:>7.3f} "
-            f"{med[1] / med[0]:>13.3f} {p10[1] / p10[0]:>6.3f}"
+    if args.floor is not None:
+        lines.append(
+            f"{'txrl predict vs':<18} {'base min':>10} {'median':>7} {'txrl min':>10} "
+            f"{'median':>7} {'ratio min':>9} {'median':>7} {'paired':>7}"
         )
-        lines.append(row)
-        print(row, flush=True)
+        print("\n".join(lines), flush=True)
+        sides = [(args.floor, kind) for kind in FLOOR_KINDS]
+        ours, recurrent, floor = timed_in_turns(sides, args.blocks, args.block)
+        for name, base in (("RecurrentPPO", recurrent), ("its floor", floor)):
+            lines.append(ratio_row(name, base, ours, args.block))
+            print(lines[-1], flush=True)
+    else:
+        lines.append(
+            f"{'kind':<18} {'before min':>10} {'median':>7} {'after min':>10} {'median':>7} "
+            f"{'ratio min':>9} {'median':>7} {'paired':>7}"
+        )
+        print("\n".join(lines), flush=True)
+        for kind in kinds:
+            before, after = paired((args.before, args.after), kind, args.blocks, args.block)
+            lines.append(ratio_row(kind, before, after, args.block))
+            print(lines[-1], flush=True)
     lines.append(f"# load average {os.getloadavg()[0]:.1f} at the end")
     if args.out is not None:
         from txrl.files import atomic_write
