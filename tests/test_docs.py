@@ -410,3 +410,16 @@ def test_the_spaces_table_says_what_each_learner_accepts() -> None:
             else:
                 built = builds(learner, examples[space], spaces.Discrete(2))
             assert built == accepted, (learner, kind, space)
+
+
+def test_the_backbone_table_names_every_backbone() -> None:
+    from txrl.backbones import backbone_names
+
+    section = (DOCS / "backbones.md").read_text().split("## Every backbone")[1].split("\n## ")[0]
+    named = set(
+        re.findall(
+            r"`(\w+)`",
+            "\n".join(row.split("|")[1] for row in section.splitlines() if row.startswith("| `")),
+        )
+    )
+    assert named == set(backbone_names())
