@@ -67,8 +67,12 @@ class MemoryPPOSettings(PPOLossSettings, MemoryLearnerSettings):
     of an env step (a study of it on MiniGrid-MemoryS9:
     ``results/minigrid_memory_s9/results.md``)."""
     segment_length: PositiveInt = 32
-    """Steps per training segment, each recomputed from the memory its acting steps saw;
-    must divide ``n_steps`` and ``batch_size``."""
+    """Steps per training segment, each recomputed with gradient from the memory its acting
+    steps saw, stored detached at its first step: a gradient reaches back at most
+    ``segment_length`` steps. For a recurrent backbone (``lstm``, ``gru``, ``ffm``) it is
+    the backpropagation-through-time length: POPGym's protocol uses 1024, and ``n_steps`` =
+    ``segment_length`` trains on whole episodes where they fit a rollout. Must divide
+    ``n_steps`` and ``batch_size``; its cost per env step: ``bench/results/bptt_cost_cpu.txt``."""
 
 
 __all__ = ["MemoryPPOSettings", "PPOLossSettings"]

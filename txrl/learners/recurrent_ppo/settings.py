@@ -34,7 +34,10 @@ class RecurrentPPOSettings(PPOLossSettings, SB3LearnerSettings):
     ent_coef: NonNegativeFloat = 0.0
     """Entropy bonus coefficient (0, as SB3's PPO); a number: sb3-contrib takes no schedule."""
     n_steps: PositiveInt = 128
-    """Steps per env per rollout."""
+    """Steps per env per rollout, and the longest backpropagation through time: sb3-contrib
+    trains on sequences cut at episode starts and at the rollout's and each minibatch's
+    edges, each from the LSTM state stored at its first step, so a gradient reaches back at
+    most ``min(n_steps, batch_size)`` steps (POPGym's protocol uses 1024)."""
     batch_size: Annotated[int, Interval(2)] = 128
     """Transitions per minibatch (whole sequences are cut at episode starts)."""
     n_epochs: PositiveInt = 10
