@@ -98,7 +98,10 @@ class VMPOSettings(VMPOLossSettings, MemoryLearnerSettings):
     """Passes over each rollout (the paper's learner sees each batch once; see
     ``learning_rate`` for why the default makes more passes)."""
     segment_length: PositiveInt = 32
-    """Steps per training segment; must divide ``n_steps`` and ``batch_size``."""
+    """Steps per training segment, recomputed with gradient from the memory stored detached
+    at its first step: how far back a gradient reaches (for ``lstm``, ``gru`` and ``ffm``
+    the backpropagation-through-time length; POPGym's protocol uses 1024). Must divide
+    ``n_steps`` and ``batch_size``."""
     gamma: UnitFloat = 0.99
     """Discount factor."""
     gae_lambda: UnitFloat = 1.0
