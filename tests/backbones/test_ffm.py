@@ -4,6 +4,8 @@ gradient, and bad settings are named."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -15,9 +17,11 @@ from ..numeric import F32_REL, F64_REL, close
 
 def backbone(**settings: object) -> FFMBackbone:
     torch.manual_seed(0)
-    config = {"input_dim": 5, "d_model": 16, "n_layers": 2, "memory_size": 8, "context_size": 3}
+    config: dict[str, Any] = {
+        "input_dim": 5, "d_model": 16, "n_layers": 2, "memory_size": 8, "context_size": 3
+    }  # fmt: skip
     config.update(settings)
-    return FFMBackbone(FFMConfig(**config)).eval()  # type: ignore[arg-type]  # test settings
+    return FFMBackbone(FFMConfig(**config)).eval()
 
 
 def inputs(steps: int, envs: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
