@@ -54,7 +54,7 @@ def test_a_checkpoint_of_the_old_module_layout_loads_and_evaluates(
 OLD_HOMES = {
     "MemoryRolloutBuffer": "txrl.rl.buffer",
     "MemoryDictRolloutBuffer": "txrl.rl.buffer",
-    "VMPOConfig": "txrl.rl.vmpo_loss",
+    "VMPOLossSettings": "txrl.rl.vmpo_loss",
 }
 
 
@@ -63,12 +63,12 @@ def _saved_before_the_learners_moved(
 ) -> None:
     """Rewrite the model data of checkpoint ``path`` as the release before the move saved it:
     the rollout buffer's class (and V-MPO's loss config) pickled under their old modules."""
-    from txrl.learners.vmpo.settings import VMPOConfig
+    from txrl.learners.vmpo.settings import VMPOLossSettings
     from txrl.run.algorithms import algorithm_class
     from txrl.sb3 import buffer
 
     model = algorithm_class(algo).load(path)
-    moved = [buffer.MemoryRolloutBuffer, buffer.MemoryDictRolloutBuffer, VMPOConfig]
+    moved = [buffer.MemoryRolloutBuffer, buffer.MemoryDictRolloutBuffer, VMPOLossSettings]
     with monkeypatch.context() as patch:
         for cls in moved:
             old = OLD_HOMES[cls.__name__]

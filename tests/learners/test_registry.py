@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import pickle
 import re
 import sys
 import textwrap
@@ -27,7 +28,7 @@ from txrl.learners import (
     register_learner,
 )
 from txrl.learners.ppo import MemoryPPOSettings
-from txrl.learners.vmpo.settings import VMPOConfig, VMPOLossSettings
+from txrl.learners.vmpo.settings import VMPOLossSettings, loss_settings
 from txrl.run.algorithms import ALGORITHMS, algorithm_class, settings_kwargs
 from txrl.zoo import zoo_learners
 
@@ -166,21 +167,37 @@ def test_bad_learner_settings_name_the_key(data: dict, message: str) -> None:
         TrainConfig.from_dict(data)
 
 
-def test_the_loss_config_takes_the_learner_defaults() -> None:
-    """V-MPO's loss hyperparameters are declared once, in the loss's settings, which the
-    learner's settings inherit and the loss's config extends."""
-    assert issubclass(get_learner("vmpo").settings, VMPOLossSettings)
-    assert issubclass(VMPOConfig, VMPOLossSettings)
+def test_the_loss_settings_are_the_learners_and_its_loss_reads_them() -> None:
+    """V-MPO's loss settings are declared once, in VMPOLossSettings, which the learner's
+    settings extend; the loss, the multipliers and PopArt read them (the paper's constants
+    are class constants there); a model saved before they took this name still loads."""
     settings = get_learner("vmpo").settings()
-    loss = VMPOConfig()
-    shared = {f.name for f in dataclasses.fields(VMPOConfig)} & {
-        f.name for f in dataclasses.fields(settings)
+    assert isinstance(settings, VMPOLossSettings)
+    assert loss_settings(settings) == VMPOLossSettings()
+    assert {"epsilon_eta", "init_alpha", "value_loss_coef", "popart"} <= {
+        f.name for f in dataclasses.fields(VMPOLossSettings)
     }
-    assert shared >= {"epsilon_eta", "init_alpha", "value_loss_coef", "popart"}
-    assert {n: getattr(loss, n) for n in shared} == {n: getattr(settings, n) for n in shared}
-    assert not {"learning_rate", "target_update_period"} & {
-        f.name for f in dataclasses.fields(VMPOConfig)
+    assert not {"learning_rate", "target_update_period", "multiplier_floor"} & {
+        f.name for f in dataclasses.fields(VMPOLossSettings)
     }
+
+
+def test_loss_settings_pickled_under_their_earlier_name_load() -> None:
+    """Saved V-MPO models pickled their loss settings as ``VMPOConfig``, with the paper's
+    constants among its attributes."""
+    from txrl.learners.vmpo import settings as vmpo_settings
+
+    old = VMPOLossSettings(epsilon_eta=0.05)
+    object.__setattr__(old, "top_k_fraction", 0.5)  # an attribute of each instance then
+    VMPOLossSettings.__qualname__ = "VMPOConfig"  # the name pickle writes
+    try:
+        pickled = pickle.dumps(old)
+    finally:
+        VMPOLossSettings.__qualname__ = "VMPOLossSettings"
+    assert b"VMPOConfig" in pickled and b"VMPOLossSettings" not in pickled
+    loaded = pickle.loads(pickled)
+    assert type(loaded) is VMPOLossSettings is vmpo_settings.VMPOConfig
+    assert loaded == old and loaded.top_k_fraction == 0.5
 
 
 def test_each_setting_is_declared_once() -> None:

@@ -25,7 +25,7 @@ from txrl.learners.vmpo.loss import (
 )
 from txrl.learners.vmpo.multipliers import VMPOMultipliers
 from txrl.learners.vmpo.popart import PopArt
-from txrl.learners.vmpo.settings import VMPOConfig
+from txrl.learners.vmpo.settings import VMPOLossSettings, loss_settings
 
 from ..numeric import F64_REL, close
 
@@ -129,7 +129,7 @@ def test_top_half_is_over_the_whole_batch_not_per_minibatch():
     assert per_minibatch.sum().item() == 2
 
     # through vmpo_loss: the second minibatch holds no selected step, so L_pi = 0 there
-    config = VMPOConfig()
+    config = VMPOLossSettings()
     multipliers = VMPOMultipliers.from_config(config, continuous=False)
     log_prob = torch.tensor([-0.5, -1.0, -1.5], requires_grad=True)
     logits = torch.zeros(3, 2)
@@ -337,7 +337,7 @@ def test_multipliers_stay_positive_after_many_large_steps():
 
 
 def test_multipliers_start_at_the_papers_initial_values():
-    config = VMPOConfig()
+    config = VMPOLossSettings()
     discrete = VMPOMultipliers.from_config(config, continuous=False)
     assert discrete.eta.item() == pytest.approx(1.0, rel=1e-6)
     assert discrete.alpha.item() == pytest.approx(5.0, rel=1e-6)
@@ -375,7 +375,7 @@ def _discrete_batch():
 
 
 def test_vmpo_loss_discrete_sums_the_hand_computed_terms():
-    config = VMPOConfig(value_loss_coef=0.7)
+    config = VMPOLossSettings(value_loss_coef=0.7)
     multipliers = VMPOMultipliers.from_config(config, continuous=False)
     batch = _discrete_batch()
     loss, stats = vmpo_loss(batch, multipliers, config)
@@ -421,7 +421,7 @@ def test_vmpo_loss_discrete_sums_the_hand_computed_terms():
 
 
 def test_vmpo_loss_continuous_stats_and_decoupled_terms():
-    config = VMPOConfig()
+    config = VMPOLossSettings()
     multipliers = VMPOMultipliers.from_config(config, continuous=True)
     old_mean, old_log_std = torch.zeros(6, 2), torch.full((6, 2), math.log(0.5))
     new_mean = torch.full((6, 2), 0.1, requires_grad=True)
@@ -460,7 +460,7 @@ def test_vmpo_loss_continuous_stats_and_decoupled_terms():
 
 
 def test_minibatch_policy_losses_average_to_the_full_batch_loss():
-    config = VMPOConfig()
+    config = VMPOLossSettings()
     multipliers = VMPOMultipliers.from_config(config, continuous=False)
     batch = _discrete_batch()
     _, full_stats = vmpo_loss(batch, multipliers, config)
@@ -487,13 +487,13 @@ def test_minibatch_policy_losses_average_to_the_full_batch_loss():
 
 
 def test_vmpo_loss_rejects_mismatched_action_spaces():
-    config = VMPOConfig()
+    config = VMPOLossSettings()
     with pytest.raises(ValueError, match="action space"):
         vmpo_loss(_discrete_batch(), VMPOMultipliers(continuous=True), config)
 
 
 def test_psi_ess_is_k_for_equal_advantages():
-    config = VMPOConfig()
+    config = VMPOLossSettings()
     batch = _discrete_batch()._replace(advantages=torch.zeros(6))
     _, stats = vmpo_loss(batch, VMPOMultipliers.from_config(config, continuous=False), config)
     assert stats["train/psi_ess"].item() == pytest.approx(3.0, rel=1e-6)
@@ -506,7 +506,7 @@ def test_psi_ess_is_k_for_equal_advantages():
 
 
 def test_config_defaults():
-    config = VMPOConfig()
+    config = VMPOLossSettings()
     assert (config.init_eta, config.init_alpha) == (1.0, 5.0)
     assert config.multiplier_floor == 1e-8
     assert config.top_k_fraction == 0.5
@@ -522,15 +522,14 @@ def test_config_defaults():
         ("epsilon_alpha", -0.1),
         ("epsilon_alpha_sigma", math.nan),
         ("init_alpha", 0.0),
-        ("top_k_fraction", 1.5),
-        ("popart_scale_upper", 1e-3),
+        ("init_eta", 1e-9),
         ("value_loss_coef", -1.0),
         ("popart", "yes"),
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(field, value):
-    with pytest.raises(ValueError, match=f"VMPOConfig.{field} must be .*got {value!r}"):
-        VMPOConfig(**{field: value})
+    with pytest.raises(ValueError, match=f"VMPOLossSettings.{field} must be .*got {value!r}"):
+        loss_settings(VMPOLossSettings(**{field: value}))
 
 
 # --------------------------------------------------------------------------------------------

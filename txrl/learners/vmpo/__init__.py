@@ -1,7 +1,7 @@
 """V-MPO (Song et al. 2019) on a txrl memory policy, ``algo: vmpo``.
 
-* :mod:`~txrl.learners.vmpo.settings`: its settings (the ``vmpo:`` section) and the loss's
-  configuration, torch-free;
+* :mod:`~txrl.learners.vmpo.settings`: its settings (the ``vmpo:`` section) and its loss's,
+  torch-free;
 * :mod:`~txrl.learners.vmpo.loss`: the loss, value regression + E-step + M-step;
 * :mod:`~txrl.learners.vmpo.multipliers`: the Lagrange multipliers eta and alpha;
 * :mod:`~txrl.learners.vmpo.popart`: PopArt value normalisation;
@@ -16,7 +16,7 @@ that imports the algorithm, when a run trains it.
 from __future__ import annotations
 
 from txrl.learners.record import Learner, memory_policy
-from txrl.learners.vmpo.settings import VMPOConfig, VMPOLossSettings, VMPOSettings
+from txrl.learners.vmpo.settings import VMPOLossSettings, VMPOSettings
 
 
 def vmpo() -> type:
@@ -36,4 +36,4 @@ LEARNER = Learner(
     zoo_name="vmpo",
 )
 
-__all__ = ["LEARNER", "VMPOConfig", "VMPOLossSettings", "VMPOSettings", "vmpo"]
+__all__ = ["LEARNER", "VMPOLossSettings", "VMPOSettings", "vmpo"]

@@ -37,7 +37,7 @@ from txrl.learners.vmpo.loss import (
 )
 from txrl.learners.vmpo.multipliers import VMPOMultipliers
 from txrl.learners.vmpo.popart import PopArtValueHead
-from txrl.learners.vmpo.settings import VMPOConfig, VMPOLossSettings, VMPOSettings
+from txrl.learners.vmpo.settings import VMPOLossSettings, VMPOSettings, loss_settings
 from txrl.sb3.algorithm import MemoryOnPolicyAlgorithm
 from txrl.sb3.buffer import MemoryRolloutBuffer, SegmentBatch
 from txrl.sb3.policies import MemoryActorCriticPolicy
@@ -78,15 +78,15 @@ class VMPO(MemoryOnPolicyAlgorithm[VMPOUpdate]):
 
     #: the settings of the loss, kept together as the one object the loss, the multipliers
     #: and PopArt read (under the name a saved model stores it)
-    vmpo_config: VMPOConfig
+    vmpo_config: VMPOLossSettings
     target_update_period: int | None
 
     def _take_settings(self, settings: VMPOSettings) -> None:
         period = settings.target_update_period
         if period is not None and (not isinstance(period, int) or period < 1):
             raise ValueError(f"target_update_period must be an int >= 1 or None, got {period!r}")
+        self.vmpo_config = loss_settings(settings, type(self).__name__)
         loss = {field.name for field in dataclasses.fields(VMPOLossSettings)}
-        self.vmpo_config = VMPOConfig(**{name: getattr(settings, name) for name in loss})
         for field in dataclasses.fields(settings):
             if field.name not in loss:
                 setattr(self, field.name, getattr(settings, field.name))

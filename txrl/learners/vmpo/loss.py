@@ -26,8 +26,8 @@ batch yourself and slice psi). Choosing the top half inside each minibatch is a 
 wrong, estimator.
 
 The multipliers eta and alpha are :class:`~txrl.learners.vmpo.multipliers.VMPOMultipliers`;
-the hyperparameters, with where each comes from, :class:`~txrl.learners.vmpo.settings.VMPOConfig`;
-PopArt, which changes what ``values`` and ``returns`` hold, :mod:`~txrl.learners.vmpo.popart`.
+the hyperparameters, with where each comes from,
+:class:`~txrl.learners.vmpo.settings.VMPOLossSettings`; PopArt, which changes what ``values`` and ``returns`` hold, :mod:`~txrl.learners.vmpo.popart`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from txrl.learners.vmpo.multipliers import VMPOMultipliers
-from txrl.learners.vmpo.settings import VMPOConfig
+from txrl.learners.vmpo.settings import VMPOLossSettings
 
 # ---------------------------------------------------------------------------------------------
 # E-step: top half, psi, temperature loss
@@ -253,7 +253,7 @@ class FullBatch(NamedTuple):
 def vmpo_loss(
     batch: VMPOBatch,
     multipliers: VMPOMultipliers,
-    config: VMPOConfig,
+    config: VMPOLossSettings,
     *,
     full_batch: FullBatch | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

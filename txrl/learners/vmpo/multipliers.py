@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from txrl.learners.vmpo.settings import VMPOConfig
+from txrl.learners.vmpo.settings import VMPOLossSettings
 
 
 def _inverse_softplus(value: float) -> float:
@@ -70,7 +70,7 @@ class VMPOMultipliers(nn.Module):
             self.alpha_unconstrained = unconstrained(init_alpha)
 
     @classmethod
-    def from_config(cls, config: VMPOConfig, *, continuous: bool) -> VMPOMultipliers:
+    def from_config(cls, config: VMPOLossSettings, *, continuous: bool) -> VMPOMultipliers:
         return cls(
             continuous,
             init_eta=config.init_eta,

@@ -1,16 +1,17 @@
 """V-MPO's settings (Song et al. 2019), declared once, without torch.
 
-Three dataclasses, each extending the one before it:
+Two dataclasses, the second extending the first, named as every learner's are
+(``<Learner>Settings``, and ``<Loss>LossSettings`` for the part its loss reads, as
+:class:`~txrl.learners.ppo.settings.PPOLossSettings`):
 
-* :class:`VMPOLossSettings`: the hyperparameters of the loss, its multipliers and its value
-  head that a user sets;
-* :class:`VMPOSettings`: the learner's settings (the ``vmpo:`` section of a config, the
-  defaults of :class:`txrl.VMPO`'s constructor): the loss's, the memory learners' common ones
-  and the learner's own (learning rate, rollout, target network);
-* :class:`VMPOConfig`: what the loss (:mod:`~txrl.learners.vmpo.loss`), the multipliers
+* :class:`VMPOLossSettings`: the settings of the loss, its multipliers and its value head,
+  what the loss (:mod:`~txrl.learners.vmpo.loss`), the multipliers
   (:mod:`~txrl.learners.vmpo.multipliers`) and PopArt (:mod:`~txrl.learners.vmpo.popart`)
-  read: the loss's settable hyperparameters and the constants the paper fixes. The
-  algorithm builds it from its settings.
+  read: the hyperparameters a user sets (fields) and the constants the paper fixes (class
+  constants); :func:`loss_settings` checks them;
+* :class:`VMPOSettings`: the learner's settings (the ``vmpo:`` section of a config, the
+  keyword arguments of :class:`txrl.VMPO`'s constructor): the loss's, the memory learners'
+  common ones and the learner's own (learning rate, rollout, target network).
 
 A config is checked against these types and documented by these docstrings.
 
@@ -19,15 +20,15 @@ from the paper's Appendix F tables, which we could not re-read while writing thi
 (initial eta 1, alpha 5, alpha_mu = alpha_Sigma = 1, eps_alpha sampled log-uniformly in
 [0.001, 0.01] for DMLab/Atari, eps_eta 0.1 for pixel tasks and 0.01 for Gym tasks); each
 field says so ("Unverified"). eta_min, the top-half fraction and the PopArt bounds and
-step size of :class:`VMPOConfig` are stated in the main text (Secs. 4.1, 4.2.1, 4.2.2).
+step size, the constants of :class:`VMPOLossSettings`, are stated in the main text (Secs.
+4.1, 4.2.1, 4.2.2).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from txrl.learners.settings import MemoryLearnerSettings
 from txrl.schema import (
@@ -42,7 +43,9 @@ from txrl.schema import (
 
 @dataclass(frozen=True)
 class VMPOLossSettings:
-    """The settable hyperparameters of V-MPO's loss, its multipliers and its value head."""
+    """The settings of V-MPO's loss, its multipliers and its value head: the hyperparameters
+    a user sets, and the constants the paper's main text fixes (class constants, after the
+    fields)."""
 
     epsilon_eta: PositiveFloat = 0.1
     """eps_eta, the bound on KL(psi || uniform over D~) that the temperature dual (Eq. 4)
@@ -74,6 +77,17 @@ class VMPOLossSettings:
     """Normalise value targets with PopArt (Sec. 4.1: used "even when training on a single
     task"). The loss does not apply it; see :mod:`txrl.learners.vmpo.popart` for where it
     plugs in."""
+
+    multiplier_floor: ClassVar[float] = 1e-8
+    """eta_min = alpha_min, the smallest value of every multiplier. Sec. 4.2.2 (after Eq. 15)."""
+    top_k_fraction: ClassVar[float] = 0.5
+    """Fraction of the batch's advantages kept for the E-step, the top 50%. Sec. 4.2.1."""
+    popart_step_size: ClassVar[float] = 1e-4
+    """Step size of PopArt's running statistics. Sec. 4.1."""
+    popart_scale_lower: ClassVar[float] = 1e-2
+    """Lower bound on PopArt's scale sigma, guards against sparse rewards. Sec. 4.1."""
+    popart_scale_upper: ClassVar[float] = 1e6
+    """Upper bound on PopArt's scale sigma. Sec. 4.1."""
 
 
 @dataclass(frozen=True)
@@ -113,65 +127,30 @@ class VMPOSettings(VMPOLossSettings, MemoryLearnerSettings):
     """Global gradient-norm clip."""
 
 
-@dataclass(frozen=True)
-class VMPOConfig(VMPOLossSettings):
-    """The hyperparameters the loss and the learner's multipliers and PopArt head read.
-
-    The settable ones are :class:`VMPOLossSettings`' (declared and documented there, with
-    the paper's values; the algorithm builds this from its settings); the fields below are
-    constants the paper's main text fixes.
-    """
-
-    multiplier_floor: float = 1e-8
-    """eta_min = alpha_min, the smallest value of every multiplier. Sec. 4.2.2 (after Eq. 15)."""
-
-    top_k_fraction: float = 0.5
-    """Fraction of the batch's advantages kept for the E-step, the top 50%. Sec. 4.2.1."""
-
-    popart_step_size: float = 1e-4
-    """Step size of PopArt's running statistics. Sec. 4.1."""
-
-    popart_scale_lower: float = 1e-2
-    """Lower bound on PopArt's scale sigma, guards against sparse rewards. Sec. 4.1."""
-
-    popart_scale_upper: float = 1e6
-    """Upper bound on PopArt's scale sigma. Sec. 4.1."""
-
-    def __post_init__(self) -> None:
-        # the settable fields against the types they are declared with (a ValueError naming
-        # the field and its valid range), then the constants and how fields fit together
-        settable = {f.name: getattr(self, f.name) for f in dataclasses.fields(VMPOLossSettings)}
-        from_mapping(VMPOLossSettings, settable, "VMPOConfig")
-        for name, value in settable.items():
-            if isinstance(value, str):  # a config's "1e-3" is read as a number; code passes one
-                raise ValueError(f"VMPOConfig.{name} must be a number, got {value!r}")
-        _check_number(
-            "multiplier_floor", self.multiplier_floor, "a finite number >= 0", lambda v: v >= 0
-        )
-        for name in ("init_eta", "init_alpha", "init_alpha_mu", "init_alpha_sigma"):
-            _check_number(
-                name,
-                getattr(self, name),
-                f"a finite number > multiplier_floor ({self.multiplier_floor!r})",
-                lambda v: v > self.multiplier_floor,
+def loss_settings(settings: VMPOLossSettings, where: str = "VMPOLossSettings") -> VMPOLossSettings:
+    """The loss's settings of ``settings`` (the learner's :class:`VMPOSettings`, say), each
+    checked against the type it is declared with, and the initial multipliers against
+    :attr:`VMPOLossSettings.multiplier_floor`: a ValueError naming ``where.<field>``, its
+    value and what is valid. A config is checked so when it is read; this checks what code
+    passes (:class:`txrl.VMPO`'s constructor)."""
+    values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(VMPOLossSettings)}
+    for name, value in values.items():
+        if isinstance(value, str):  # a config's "1e-3" is read as a number; code passes one
+            raise ValueError(f"{where}.{name} must be a number, got {value!r}")
+    loss = from_mapping(VMPOLossSettings, values, where)
+    floor = VMPOLossSettings.multiplier_floor
+    for name in ("init_eta", "init_alpha", "init_alpha_mu", "init_alpha_sigma"):
+        if not getattr(loss, name) > floor:
+            raise ValueError(
+                f"{where}.{name} must be a finite number > multiplier_floor ({floor!r}), "
+                f"got {getattr(loss, name)!r}"
             )
-        _check_number("top_k_fraction", self.top_k_fraction, "in (0, 1]", lambda v: 0 < v <= 1)
-        _check_number("popart_step_size", self.popart_step_size, "in (0, 1]", lambda v: 0 < v <= 1)
-        _check_number(
-            "popart_scale_lower", self.popart_scale_lower, "a finite number > 0", lambda v: v > 0
-        )
-        _check_number(
-            "popart_scale_upper",
-            self.popart_scale_upper,
-            f"a finite number > popart_scale_lower ({self.popart_scale_lower!r})",
-            lambda v: v > self.popart_scale_lower,
-        )
+    return loss
 
 
-def _check_number(name: str, value: object, valid: str, ok: Callable[[float], bool]) -> None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not (number and isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
-        raise ValueError(f"VMPOConfig.{name} must be {valid}, got {value!r}")
+#: The name under which V-MPO models saved before these settings took it pickled them (their
+#: ``vmpo_config``, a class of its own then): kept so that those files load.
+VMPOConfig = VMPOLossSettings
 
 
-__all__ = ["VMPOConfig", "VMPOLossSettings", "VMPOSettings"]
+__all__ = ["VMPOLossSettings", "VMPOSettings", "loss_settings"]
