@@ -143,6 +143,18 @@ def test_the_gradient_reaches_the_first_step_of_a_long_segment_and_stops_at_a_re
     assert x.grad[100, 1].abs().sum() > 0
 
 
+def test_under_bfloat16_autocast_the_memory_sums_in_float32() -> None:
+    model = backbone()
+    x, starts = inputs(64, 2, seed=6)
+    with torch.no_grad():
+        expected = model(x, model.initial_state(2), starts)[0]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model.run(x, model.initial_state(2), starts)
+    assert out.state.real.dtype == torch.float32
+    # bfloat16 rounds each product at 2^-8; the outputs are layer-normed, of order 1
+    assert (out.output.float() - expected).abs().max() < 0.1
+
+
 @pytest.mark.parametrize("raw", [-30.0, 0.0, 30.0])
 def test_no_trace_grows_whatever_its_parameter(raw: float) -> None:
     model = backbone(n_layers=1)

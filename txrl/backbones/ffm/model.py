@@ -126,6 +126,9 @@ class FFMCell(nn.Module):
         element t - d multiplies the latter by gamma^d and by the keeps of (t - d, t].
         """
         steps = x_tilde.shape[0]
+        # the sums in the parameters' precision, also under bfloat16 autocast (which has no
+        # complex type, and would round a long sum at 8 bits)
+        x_tilde = x_tilde.to(self.decay_raw.dtype)
         # x~_t 1_c^T: (T, B, m) -> (T, B, m, c), imaginary part 0
         inputs = x_tilde[..., None].expand(-1, -1, -1, self.context_size)
         partial = torch.complex(inputs, torch.zeros_like(inputs))
