@@ -249,7 +249,11 @@ def _variable_decks(name: str, cls: type, min_decks: Any, kwargs: dict[str, Any]
     that ``min_decks`` is at most its ``num_decks``."""
     families = ", ".join(POPGYM_VARIABLE_DECK_FAMILIES)
     parameter = inspect.signature(cls).parameters.get("num_decks")
-    if parameter is not None and name == _family(name) and name not in POPGYM_VARIABLE_DECK_FAMILIES:
+    if (
+        parameter is not None
+        and name == _family(name)
+        and name not in POPGYM_VARIABLE_DECK_FAMILIES
+    ):
         raise ValueError(
             f"min_decks cannot vary {name}'s decks: its observation shows every card of its "
             "decks, so its observation space grows with num_decks and one env cannot deal "
@@ -267,4 +271,3 @@ def _variable_decks(name: str, cls: type, min_decks: Any, kwargs: dict[str, Any]
     if min_decks > num_decks:
         raise ValueError(f"min_decks must be at most num_decks ({num_decks}), got {min_decks}")
     return VariableDecks(cls, min_decks, num_decks, **kwargs)
-

@@ -66,6 +66,26 @@ def test_resume_skips_a_truncated_checkpoint_names_it_and_sets_it_aside(
     assert MemoryPPO.load(run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).num_timesteps == 128
 
 
+def test_resume_finishes_a_run_whose_final_checkpoint_is_truncated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A truncated final.zip is not a finished run: evaluation says so and names the resume,
+    and the resume sets the bad file aside and trains again from the newest readable
+    checkpoint to the same budget."""
+    run_dir = train_tiny(tmp_path)
+    final = run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT
+    final.write_bytes(final.read_bytes()[: final.stat().st_size // 2])
+    capsys.readouterr()
+    assert cli.main(["eval", str(run_dir), "--episodes", "2", "--json"]) == 0
+    assert f"`txrl train --resume {run_dir}` finishes it" in capsys.readouterr().err
+
+    assert cli.main(["train", "--resume", str(run_dir)]) == 0
+    out, err = capsys.readouterr()
+    assert "set it aside as final.zip.corrupt" in err and "(resumed from step 96)" in out
+    assert MemoryPPO.load(final).num_timesteps == 128
+    assert json.loads((run_dir / "finished.json").read_text())["timesteps"] == 128
+
+
 def test_resume_with_no_readable_checkpoint_changes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,7 @@ from txrl.config import (
     load_compare_config,
     load_train_config,
     parse_override,
+    read_yaml,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +71,11 @@ BAD_CONFIGS: list[tuple[dict[str, Any], list[str]]] = [
         {"policy": {"encoder_kwargs": {"features_dim": 8}}},
         ["rejected by FlattenExtractor", "its arguments: none"],
     ),
+    (
+        {"name": "../../escape_test"},
+        ["name must be 1 to 200 bytes with no /, \\ or control characters", "'../../escape_test'"],
+    ),
+    ({"name": "x" * 300}, ["name must be 1 to 200 bytes", "'xxxxxxxx", "(300 bytes)"]),
     (  # sb3-contrib's RecurrentPPO would train without ever applying the loss
         {"algo": "recurrent_ppo", "policy": {"backbone": "lstm", "reconstruct_observation": True}},
         [
@@ -293,7 +299,10 @@ def test_a_grid_variant_given_a_whole_section_updates_the_base_section() -> None
     pa, plain = (v.config.env for v in config.variants())
     # the base's id, n_envs and kwargs stay; only the key the variant names changes
     assert (pa.id, pa.n_envs, pa.kwargs, pa.previous_action_reward) == (
-        "txrl/TMaze-v0", 4, {"length": 5}, True
+        "txrl/TMaze-v0",
+        4,
+        {"length": 5},
+        True,
     )
     # a key inside the section is set as given: an empty kwargs mapping clears them
     assert (plain.id, plain.n_envs, plain.kwargs) == ("txrl/TMaze-v0", 4, {})
@@ -315,6 +324,18 @@ GATES = {"memory": {g: {"policy.gate": g} for g in ("gru", "output", "input")}}
         (
             {"axes": {"m": {"lstm": {"policy.backbone": "lstm", "policy.gate": "gru"}}}},
             "variant m=lstm: policy.gate",
+        ),
+        (
+            {"axes": {"task": {"a": {"env": None}}}},
+            "variant task=a: env: null resets the whole section env to the library's defaults",
+        ),
+        (
+            {"axes": {"m": {"a": {"ppo": None}}}},
+            "variant m=a: ppo: null resets the whole section ppo, the section of its algo ppo,",
+        ),
+        (
+            {"axes": {"m": {"a": {"algo": "vmpo", "vmpo": None}}}},
+            "variant m=a: vmpo: null resets the whole section vmpo",
         ),
         ({"seeds": [1, 1]}, "seeds must not repeat"),
         ({"seeds": []}, "seeds must be a non-empty list"),
@@ -408,3 +429,42 @@ def test_previous_action_reward_wraps_the_envs() -> None:
     )
     env = make_train_env(config)
     assert env.observation_space.shape == (3 + 4 + 1,)
+
+
+def test_a_long_name_is_refused_in_one_short_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 1 MB name is refused before anything is written, and the error quotes only its
+    start: the message stays one short line."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({"budget": 64}))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", str(path), "--set", "name=" + "x" * 1_000_000])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "name must be 1 to 200 bytes" in err and "(1000000 bytes)" in err
+    assert len(err) < 1000
+
+
+#: 324 bytes: nine levels of nine aliases each, 9**9 (387 million) values once expanded.
+ALIAS_BOMB = "a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n" + "".join(
+    f"{b}: &{b} [{','.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def test_yaml_aliases_that_expand_past_a_limit_are_refused_at_once(tmp_path: Path) -> None:
+    """An alias bomb (the 324-byte file of nine levels) would take the machine's memory once
+    the config is copied; it is refused before, with the limit and how to write it instead."""
+    assert len(ALIAS_BOMB.encode()) == 324
+    path = tmp_path / "bomb.yaml"
+    path.write_text(ALIAS_BOMB)
+    with pytest.raises(ConfigError, match=r"aliases expand to more than 100,000 values"):
+        load_train_config(path)
+    # aliases of a sensible size stay valid
+    path.write_text("defaults: &d {length: 5}\nenv: {kwargs: *d}\nbudget: 64\n")
+    with pytest.raises(ConfigError, match="unknown key defaults"):
+        load_train_config(path)
+    assert read_yaml(path)["env"]["kwargs"] == {"length": 5}
+    path.write_text("a: &a [*a]\n")
+    with pytest.raises(ConfigError, match=r"refers to itself \(the anchor on line 1\)"):
+        read_yaml(path)

@@ -23,7 +23,8 @@ from stable_baselines3.common.env_util import make_vec_env
 import txrl.envs  # noqa: F401  # registers the txrl ids
 from tests._runs import tiny
 from txrl import MemoryPPO, cli
-from txrl.run.run_files import CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.config import CONFIG_FILE
+from txrl.run.run_files import CHECKPOINT_DIR, FINAL_CHECKPOINT, FINISHED_RECORD
 
 TINY = tiny(budget=64, eval={"every": 0, "episodes": 2, "n_envs": 2})
 
@@ -101,6 +102,28 @@ class Ctx:
         path = self.tmp / "truncated.zip"
         path.write_bytes(data[: len(data) // 2])
         return str(path)
+
+
+def resume(run: Path, *extra: str) -> Callable[[], Any]:
+    return lambda: cli.main(["train", "--resume", str(run), *extra])
+
+
+def without_checkpoints(ctx: Ctx, *, finished: bool = True) -> Path:
+    """The finished run as a record copied without its checkpoints (and, unless
+    ``finished``, without its finished.json: a run whose checkpoints were lost)."""
+    shutil.rmtree(ctx.run / CHECKPOINT_DIR)
+    if not finished:
+        (ctx.run / FINISHED_RECORD).unlink()
+    return ctx.run
+
+
+def edited_config(ctx: Ctx, section: str, key: str, value: Any) -> Path:
+    """The finished run with one key of its config.yaml edited by hand."""
+    path = ctx.run / CONFIG_FILE
+    data = yaml.safe_load(path.read_text())
+    data[section][key] = value
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return ctx.run
 
 
 def train(ctx: Ctx, path: str, *extra: str) -> Callable[[], Any]:
@@ -212,6 +235,16 @@ CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
         ["must be an integer >= 1", "'-3'"],
     ),
     (
+        "eval --seed -1",
+        lambda c: lambda: cli.main(["eval", str(c.run), "--seed", "-1"]),
+        ["--seed: must be an integer >= 0, got '-1'"],
+    ),
+    (
+        "inspect --seed -1",
+        lambda c: lambda: cli.main(["inspect", str(c.run), "--seed", "-1"]),
+        ["--seed: must be an integer >= 0, got '-1'"],
+    ),
+    (
         "resume nowhere",
         lambda c: lambda: cli.main(["train", "--resume", str(c.tmp / "nowhere")]),
         ["is not a txrl run directory (no config.yaml)"],
@@ -225,6 +258,40 @@ CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
         "resume a finished run with a smaller budget",
         lambda c: lambda: cli.main(["train", "--resume", str(c.run), "--set", "budget=32"]),
         ["already finished at step 64", "--set budget=N with N > 64"],
+    ),
+    (
+        "resume a finished record copied without its checkpoints",
+        lambda c: resume(without_checkpoints(c), "--set", "budget=2048"),
+        [
+            "has no checkpoint to resume from",
+            "finished.json (step 64)",
+            "nothing was changed",
+            "--run-dir NEW_RUN_DIR",
+        ],
+    ),
+    (
+        "resume a finished record without checkpoints and without --set",
+        lambda c: resume(without_checkpoints(c)),
+        ["has no checkpoint to resume from", "config.yaml --run-dir NEW_RUN_DIR"],
+    ),
+    (
+        "resume a run whose checkpoints were lost",
+        lambda c: resume(without_checkpoints(c, finished=False)),
+        ["has no checkpoint to resume from", "eval.jsonl (up to step 64)"],
+    ),
+    (
+        "resume after config.yaml was edited (the model)",
+        lambda c: resume(edited_config(c, "policy", "n_layers", 3), "--set", "budget=128"),
+        [
+            "config.yaml differs from its checkpoint final.zip in policy.n_layers",
+            "(checkpoint: 1, config.yaml: 3)",
+            "--resume may change only budget, eval.*",
+        ],
+    ),
+    (
+        "resume after config.yaml was edited (the env)",
+        lambda c: resume(edited_config(c, "env", "kwargs", {"length": 20}), "--set", "budget=128"),
+        ["in env.kwargs.length (checkpoint: 3, config.yaml: 20)"],
     ),
     # ---- policy_kwargs
     (
@@ -298,7 +365,34 @@ CASES: list[tuple[str, Callable[[Ctx], Callable[[], Any]], list[str]]] = [
         ),
         ["min_decks cannot vary Concentration's decks", "families that take it: Autoencode"],
     ),
+    (
+        "a vector policy on Dict observations",
+        lambda c: (
+            lambda: MemoryPPO(
+                "MlpGTrXLPolicy",
+                make_vec_env(
+                    lambda: SpacesEnv(gym.spaces.Dict({"x": BOX}), gym.spaces.Discrete(2))
+                ),
+            )
+        ),
+        [
+            "policy MlpGTrXLPolicy encodes one observation array",
+            "observation space is Dict(",
+            "use MultiInputGTrXLPolicy",
+        ],
+    ),
     # ---- predict states
+    (
+        "predict on a NaN observation",
+        lambda c: (
+            lambda model: (
+                lambda: model.predict(
+                    np.full((2, 3), np.nan, dtype=np.float32), episode_start=np.ones(2, dtype=bool)
+                )
+            )
+        )(c.model()),
+        ["predict got a non-finite observation (NaN or inf) for env 0, 1", "check the env"],
+    ),
     (
         "state of the wrong length",
         lambda c: predict_with(c, lambda s: s[:1]),
@@ -375,3 +469,16 @@ def test_hostile_input_is_named_and_harmless(
     for fragment in expected:
         assert fragment in message, message
     assert digest(tmp_path) == before  # nothing written before was changed, nothing new
+
+
+def test_loading_a_missing_file_names_it(tmp_path: Path) -> None:
+    """SB3 names ``missing.zip.zip`` (the path with .zip added, tried second); the error
+    names the path given and what a model file is."""
+    missing = tmp_path / "missing.zip"
+    with pytest.raises(FileNotFoundError) as error:
+        MemoryPPO.load(missing)
+    message = str(error.value)
+    assert f"no model file {missing}" in message and "missing.zip.zip" not in message
+    assert "model.save()" in message and "checkpoints/final.zip" in message
+    with pytest.raises(FileNotFoundError, match=f"no model file {tmp_path / 'model'} "):
+        MemoryPPO.load(str(tmp_path / "model"))

@@ -76,7 +76,10 @@ def _train(args: argparse.Namespace) -> int:
         assert run_dir is not None
         stored = read_run_config(run_dir)
         config = resume_config(stored, args.set)
-        if config == stored and (run_dir / "checkpoints" / "final.zip").exists():
+        from txrl.run.run_files import CHECKPOINT_DIR, FINAL_CHECKPOINT, checkpoint_intact
+
+        # (a truncated final.zip is no finished run: the resume sets it aside and finishes it)
+        if config == stored and checkpoint_intact(run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT):
             print(
                 f"{run_dir} is finished (checkpoints/final.zip exists): nothing to resume; "
                 "to train it further: --set budget=N"
@@ -206,6 +209,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    """A seed as ``train`` takes it (``seed`` of a config): an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="txrl", description="Transformer memory for RL agents.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -248,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--seed",
-        type=int,
+        type=_seed,
         help="first seed of the eval envs (default: the run's seed + 2,000,000, apart from the "
         "seeds of its evaluations during training)",
     )
@@ -280,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     insp.add_argument(
         "--episodes", type=_positive_int, default=None, help="default: 4; 64 with --probe"
     )
-    insp.add_argument("--seed", type=int, help="seed of the env (default: the eval seed)")
+    insp.add_argument("--seed", type=_seed, help="seed of the env (default: the eval seed)")
     insp.add_argument(
         "--out", help="output directory (default: RUN_DIR/inspect, or inspect-NAME by a checkpoint)"
     )

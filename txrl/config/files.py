@@ -42,14 +42,62 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+#: The most values a YAML document may hold once its aliases are expanded. A config holds a
+#: few hundred; the bound refuses an alias bomb (a few hundred bytes of aliases of aliases
+#: that expand to billions of values when the config is copied) before anything expands it.
+MAX_YAML_VALUES = 100_000
+
+
 def load_yaml(text: str, name: str = "<string>") -> Any:
-    """``yaml.safe_load`` of ``text`` (named ``name`` in messages), rejecting duplicate keys."""
+    """``yaml.safe_load`` of ``text`` (named ``name`` in messages), rejecting duplicate keys
+    and aliases that expand past :data:`MAX_YAML_VALUES` values or refer to themselves."""
     loader = _UniqueKeyLoader(text)
     loader.name = name
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expanded_size(node, name)
+        return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def _check_expanded_size(root: yaml.Node, name: str) -> None:
+    """Raise ConfigError when the document of ``root`` would hold more than
+    :data:`MAX_YAML_VALUES` values with every alias expanded, or an alias inside its own
+    anchor. An alias is the very node its anchor named, so the graph is walked with one
+    count per node (linear in the text), not one per expanded copy."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise ConfigError(
+                f"{name}: an alias inside its own anchor refers to itself (the anchor on line "
+                f"{node.start_mark.line + 1}); a config holds plain values: write them out"
+            )
+        open_nodes.add(key)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        total = 1 + sum(size(child) for child in children)
+        open_nodes.discard(key)
+        sizes[key] = total
+        if total > MAX_YAML_VALUES:
+            raise ConfigError(
+                f"{name}: its aliases expand to more than {MAX_YAML_VALUES:,} values (aliases "
+                "of aliases multiply); a config needs no such size: write the values out or "
+                "use fewer nested aliases"
+            )
+        return total
+
+    size(root)
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -189,7 +237,7 @@ def read_run_config(run_dir: str | Path) -> TrainConfig:
     path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         raise RunError(f"{run_dir} is not a txrl run directory (no {CONFIG_FILE})")
-    return TrainConfig.from_dict(yaml.safe_load(path.read_text()))
+    return TrainConfig.from_dict(load_yaml(path.read_text(), str(path)))
 
 
 def dump_yaml(data: Any) -> str:

@@ -149,16 +149,23 @@ class CompareConfig:
         variants, problems = [], []
         for combo in itertools.product(*cells):
             data = deep_copy(self.base)
+            nulled = []
             for _, _, overrides in combo:
                 for key, value in overrides.items():
                     if key == "seed" or key.startswith("seed."):
                         raise ConfigError("an axis cannot set seed; list the seeds under seeds:")
+                    if value is None and "." not in key:
+                        nulled.append(key)
                     _apply_override(data, key, deep_copy(value))
             labels = tuple((axis, label) for axis, label, _ in combo)
             data["seed"] = 0
             name = "__".join(label for _, label in labels) or "base"
             data["name"] = name
             where = ", ".join(f"{a}={lab}" for a, lab in labels) or "the base config"
+            wrong = _nulled_section_problems(nulled, data.get("algo", "ppo"))
+            if wrong:
+                problems += [f"variant {where}: {p}" for p in wrong]
+                continue
             try:
                 config = TrainConfig.from_dict(data)
             except ConfigError as e:
@@ -204,6 +211,30 @@ def _apply_override(data: dict[str, Any], key: str, value: Any) -> None:
             set_dotted(section, str(sub), sub_value)
     else:
         set_dotted(data, key, value)
+
+
+#: The sections of a training config besides the learner's (``env:``, ``policy:``, ...).
+SECTIONS = tuple(
+    f.name for f in dataclasses.fields(TrainConfig) if f.default_factory is not dataclasses.MISSING
+)
+
+
+def _nulled_section_problems(nulled: list[str], algo: Any) -> list[str]:
+    """A grid cell's ``SECTION: null`` that a variant trains with: ``null`` replaces the
+    whole section, so the run would take the library's defaults there (another env, another
+    rollout length) with no word. Only another learner's section may be dropped so, as the
+    documented ``ppo: null`` of a variant with another ``algo`` does."""
+    problems = []
+    for key in nulled:
+        if key in SECTIONS or key == algo:
+            learner = f", the section of its algo {algo}," if key == algo else ""
+            problems.append(
+                f"{key}: null resets the whole section {key}{learner} to the library's defaults, "
+                f"dropping every key the base sets there; set the keys to change "
+                f"({key}.KEY: value), or null one key ({key}.KEY: null); only another learner's "
+                "section may be nulled (ppo: null in a variant with algo: vmpo)"
+            )
+    return problems
 
 
 def _axis_cells(axis: str, spec: Any) -> list[tuple[str, str, dict[str, Any]]]:

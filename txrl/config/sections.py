@@ -321,7 +321,7 @@ class TrainConfig:
 
     def problems(self) -> list[str]:
         """What is wrong across fields (each field itself being valid), one line per problem."""
-        problems = []
+        problems = [] if self.name is None else name_problems(self.name)
         learner = self.learner_settings
         n_steps = getattr(learner, "n_steps", None)
         batch_size = getattr(learner, "batch_size", None)
@@ -358,6 +358,25 @@ class TrainConfig:
                 f"got {', '.join(self.policy.net_arch)}"
             )
         return problems
+
+
+#: The longest run name in bytes (UTF-8): the run directory ``<name>-<date>-<time>`` must
+#: stay within a file system's 255-byte names.
+MAX_NAME_BYTES = 200
+
+
+def name_problems(name: str) -> list[str]:
+    """What is wrong with a run's ``name``, which names its directory: as a compare label,
+    one path component (no ``/``, ``\\`` or control characters) of a bounded length. The
+    message quotes only the name's start, however long it is."""
+    size = len(name.encode())
+    if 0 < size <= MAX_NAME_BYTES and not re.search(r"[/\\\x00-\x1f\x7f]", name):
+        return []
+    shown = repr(name) if len(name) <= 60 else f"{name[:60]!r}... ({size} bytes)"
+    return [
+        f"name must be 1 to {MAX_NAME_BYTES} bytes with no /, \\ or control characters (it "
+        f"names the run directory, runs/<name>-<date>-<time>), got {shown}"
+    ]
 
 
 #: Keys ``txrl train --resume RUN_DIR --set KEY=VALUE`` may change: how long and how the run

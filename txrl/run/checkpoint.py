@@ -42,13 +42,16 @@ from txrl.config import TrainConfig, dump_yaml
 from txrl.errors import RunError, print_warning
 from txrl.files import atomic_write, fsync_dir
 from txrl.moved_modules import MOVED_MODULES
-from txrl.run.run_files import BEST_CHECKPOINT, CHECKPOINT_DIR, FINAL_CHECKPOINT
+from txrl.run.run_files import (
+    BEST_CHECKPOINT,
+    CHECKPOINT_DIR,
+    CHECKPOINT_MEMBERS,
+    CONFIG_MEMBER,
+    FINAL_CHECKPOINT,
+    RESUME_MEMBER,
+)
 
-RESUME_MEMBER = "txrl/resume.pkl"
-CONFIG_MEMBER = "txrl/config.yaml"
 CORRUPT_SUFFIX = ".corrupt"
-#: Members every txrl checkpoint has: SB3's archive (``data``, ``policy.pth``) and txrl's.
-REQUIRED_MEMBERS = ("data", "policy.pth", RESUME_MEMBER, CONFIG_MEMBER)
 _STEP_FILE = re.compile(r"^step_(\d+)\.zip$")
 
 
@@ -166,7 +169,7 @@ def read_checkpoint(path: Path) -> tuple[ResumeState, TrainConfig]:
             bad = archive.testzip()  # reads every member and checks its CRC
             if bad is not None:
                 raise unreadable(f"member {bad} fails its CRC check")
-            missing = [m for m in REQUIRED_MEMBERS if m not in archive.namelist()]
+            missing = [m for m in CHECKPOINT_MEMBERS if m not in archive.namelist()]
             if missing == [RESUME_MEMBER, CONFIG_MEMBER]:
                 raise CheckpointError(
                     f"{path} is a Stable-Baselines3 model saved with model.save() (it has data "
@@ -219,8 +222,8 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 def newest_readable_checkpoint(
     run_dir: Path, *, set_aside: bool, warn: Callable[[str], None]
-) -> tuple[Path, ResumeState] | None:
-    """The newest checkpoint of ``run_dir`` that reads whole, and its resume state.
+) -> tuple[Path, ResumeState, TrainConfig] | None:
+    """The newest checkpoint of ``run_dir`` that reads whole, its resume state and config.
 
     Each unreadable one newer than it is reported through ``warn``; with ``set_aside`` it
     is renamed ``<name>.corrupt`` (kept for inspection, never read again). When none can
@@ -233,7 +236,7 @@ def newest_readable_checkpoint(
     bad: list[tuple[Path, CheckpointError]] = []
     for path in candidates:
         try:
-            state, _ = read_checkpoint(path)
+            state, config = read_checkpoint(path)
         except CheckpointError as e:
             bad.append((path, e))
             continue
@@ -245,7 +248,7 @@ def newest_readable_checkpoint(
                 warn(f"{error}\nset it aside as {aside.name}; continuing from {path.name}")
             else:
                 warn(f"{error}\nusing {path.name} instead")
-        return path, state
+        return path, state, config
     for _, error in bad:
         warn(str(error))
     return None
@@ -273,7 +276,7 @@ def resolve_checkpoint(target: str | Path, *, best: bool = False) -> Path:
             raise RunError(
                 f"{path} holds no readable checkpoint (looked in {path / 'checkpoints'})"
             )
-        checkpoint, state = newest
+        checkpoint, state, _ = newest
         if checkpoint.name != FINAL_CHECKPOINT:
             print_warning(
                 f"{path} is not finished (no {CHECKPOINT_DIR}/{FINAL_CHECKPOINT}): "

@@ -88,7 +88,9 @@ from stable_baselines3.common.vec_env import VecEnv, sync_envs_normalization
 
 from txrl.config import (
     CONFIG_FILE,
+    RESUME_KEYS,
     TrainConfig,
+    changed_keys,
     check_resume_changes,
     dump_yaml,
     read_run_config,
@@ -121,6 +123,9 @@ from txrl.run.run_files import (
     EvalLog,
     clear_dir,
     default_run_dir,
+    read_eval_log,
+    read_finished_record,
+    tensorboard_last_step,
     truncate_tensorboard,
     write_finished_record,
 )
@@ -195,12 +200,18 @@ class Run:
             stale.unlink()  # a write that a crash cut short; the file it was for is intact
         run = cls(config, run_dir)
         had_checkpoints = latest_checkpoint(run_dir) is not None
-        found = newest_readable_checkpoint(run_dir, set_aside=True, warn=warn)
-        if found is None and had_checkpoints:
+        readable = newest_readable_checkpoint(run_dir, set_aside=True, warn=warn)
+        if readable is None and had_checkpoints:
             raise RunError(
                 f"no checkpoint of {run_dir} can be read (see the warnings above); nothing was "
                 "changed: restore a checkpoint from a copy, or train anew in another --run-dir"
             )
+        if readable is None:
+            check_nothing_to_lose(run_dir, stored)
+            found = None
+        else:
+            check_config_of_checkpoint(run_dir, readable[0], readable[2], config)
+            found = readable[:2]
         if found is not None and found[0].name == FINAL_CHECKPOINT:
             step = found[1].num_timesteps
             if config.budget <= step:
@@ -218,7 +229,8 @@ class Run:
         if found is not None and stored.budget != config.budget:
             print(schedule_note(stored, config, found[1].num_timesteps), flush=True)
         if found is None:
-            # Killed before its first checkpoint: start over in the same directory.
+            # Killed before its first checkpoint (check_nothing_to_lose): start over in the
+            # same directory; what the record holds a restart writes again.
             run.eval_log.truncate(-1)
             clear_dir(run_dir / TB_DIR)
             run.forget_best_after(-1, [])
@@ -429,6 +441,72 @@ class Run:
             f"paused at step {step:,} (until {until:,}) of {self.config.budget:,}; checkpoint "
             f"{checkpoint}; continue with: txrl train --resume {self.run_dir}"
         )
+
+
+def check_nothing_to_lose(run_dir: Path, config: TrainConfig) -> None:
+    """Before a resume with no checkpoint starts ``run_dir`` over: raise :class:`RunError`
+    when its record holds training a restart would not write again.
+
+    A run killed before its first checkpoint, at step ``checkpoint.every``, has logged at
+    most that far, and its restart logs the same steps again. A record reaching further, or
+    a ``finished.json``, is a run whose checkpoints are gone (a record copied without them,
+    as ``results/`` keeps runs; ``checkpoint.every: 0`` and a crash): starting over would cut
+    its eval log, delete its TensorBoard events and replace its finished record, so nothing
+    is changed and the error says how to train its config anew elsewhere.
+    """
+    held = []
+    finished = read_finished_record(run_dir)
+    if finished is not None:
+        held.append(f"{FINISHED_RECORD} (step {finished.get('timesteps', '?')})")
+    evals = [e["timesteps"] for e in read_eval_log(run_dir / EVAL_LOG)]
+    first_checkpoint = config.checkpoint.every
+    if evals and (max(evals) > first_checkpoint or (first_checkpoint == 0 and max(evals) > 0)):
+        held.append(f"{EVAL_LOG} (up to step {max(evals)})")
+    last = tensorboard_last_step(run_dir / TB_DIR)
+    if last is not None and (last > first_checkpoint or (first_checkpoint == 0 and last > 0)):
+        held.append(f"TensorBoard events in {TB_DIR}/ (up to step {last})")
+    if not held:
+        return
+    where = run_dir / CHECKPOINT_DIR
+    missing = f"{where}/ is missing" if not where.exists() else f"{where}/ holds none"
+    raise RunError(
+        f"{run_dir} has no checkpoint to resume from ({missing}), but holds the record of a "
+        f"run trained further: {', '.join(held)}; starting it over would replace that record, "
+        f"so nothing was changed. To train its config again, start a new run from it: "
+        f"txrl train {run_dir / CONFIG_FILE} --run-dir NEW_RUN_DIR (add --set budget=N for "
+        "another budget)"
+    )
+
+
+def check_config_of_checkpoint(
+    run_dir: Path, checkpoint: Path, saved: TrainConfig, config: TrainConfig
+) -> None:
+    """Raise :class:`RunError` when the config a run resumes with (its ``config.yaml`` with
+    any ``--set``) differs from the one its checkpoint was trained with in a key a resume may
+    not change (outside :data:`txrl.config.RESUME_KEYS`): a ``config.yaml`` edited by hand
+    would otherwise be recorded as the run's while the checkpoint's model, envs and learner
+    go on as they were."""
+    old, new = saved.to_dict(), config.to_dict()
+    fixed = [k for k in changed_keys(old, new) if k.split(".")[0] not in RESUME_KEYS]
+    if not fixed:
+        return
+    values = ", ".join(
+        f"{k} (checkpoint: {_at(old, k)!r}, {CONFIG_FILE}: {_at(new, k)!r})" for k in fixed
+    )
+    allowed = ", ".join(k + ("" if k == "budget" else ".*") for k in RESUME_KEYS)
+    raise RunError(
+        f"{run_dir / CONFIG_FILE} differs from its checkpoint {checkpoint.name} in {values}; "
+        f"the checkpoint holds what the run learned with its own config, so --resume may "
+        f"change only {allowed}; nothing was changed: undo the edit, or start a new run from "
+        f"the edited config: txrl train {run_dir / CONFIG_FILE} --run-dir NEW_RUN_DIR"
+    )
+
+
+def _at(data: Any, dotted: str) -> Any:
+    """The value at dotted key ``dotted`` of nested mappings (None where it is absent)."""
+    for part in dotted.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
 
 
 def interrupted(run_dir: Path, step: int | None) -> TrainingInterrupted:

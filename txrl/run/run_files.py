@@ -13,6 +13,7 @@ import io
 import json
 import os
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,11 @@ EVAL_LOG = "eval.jsonl"
 RESUME_LOG = "resumes.jsonl"
 TB_DIR = "tb"
 FINISHED_RECORD = "finished.json"
+#: Members of a checkpoint file that txrl adds to SB3's model archive.
+RESUME_MEMBER = "txrl/resume.pkl"
+CONFIG_MEMBER = "txrl/config.yaml"
+#: Members every checkpoint has: SB3's archive (``data``, ``policy.pth``) and txrl's.
+CHECKPOINT_MEMBERS = ("data", "policy.pth", RESUME_MEMBER, CONFIG_MEMBER)
 # A fresh run never overwrites these; a directory with only config.yaml never started.
 RUN_FILES = (EVAL_LOG, TB_DIR, CHECKPOINT_DIR)
 
@@ -86,6 +92,19 @@ def write_finished_record(
     atomic_write(Path(run_dir) / FINISHED_RECORD, (json.dumps(record) + "\n").encode())
 
 
+def read_finished_record(run_dir: str | Path) -> dict[str, Any] | None:
+    """The ``finished.json`` of ``run_dir`` (an empty dict where it cannot be read), or None
+    where there is none."""
+    path = Path(run_dir) / FINISHED_RECORD
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def finished_run(run_dir: str | Path) -> bool:
     """Whether ``run_dir`` holds a finished run: its final checkpoint, or (a record of the run
     copied without its checkpoints, as ``results/`` keeps them) its ``finished.json``."""
@@ -121,6 +140,33 @@ def truncate_tensorboard(tb_dir: Path, step: int) -> None:
             for record in kept:
                 writer.write(record)
             atomic_write(path, buffer.getvalue())
+
+
+def tensorboard_last_step(tb_dir: Path) -> int | None:
+    """The highest step of any event in the TensorBoard files of ``tb_dir`` (None: none)."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+
+    last = None
+    for path in sorted(tb_dir.glob("events.out.tfevents.*")):
+        for record in RawEventFileLoader(str(path)).Load():  # stops at a record cut short
+            event = event_pb2.Event.FromString(record)
+            if event.HasField("summary"):
+                last = event.step if last is None else max(last, event.step)
+    return last
+
+
+def checkpoint_intact(path: Path) -> bool:
+    """Whether ``path`` is a whole checkpoint: a zip archive with every member of
+    :data:`CHECKPOINT_MEMBERS`, each passing its CRC check, read without torch. (The first
+    half of a checkpoint may still open as a zip: the model's ``policy.pth`` inside it is
+    one.) :func:`txrl.run.checkpoint.read_checkpoint` reads it and names what is wrong."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            whole = set(CHECKPOINT_MEMBERS) <= set(archive.namelist())
+            return whole and archive.testzip() is None
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+        return False
 
 
 def clear_dir(directory: Path) -> None:
@@ -175,21 +221,27 @@ def default_run_dir(config: TrainConfig) -> Path:
 __all__ = [
     "BEST_CHECKPOINT",
     "CHECKPOINT_DIR",
+    "CHECKPOINT_MEMBERS",
     "CONFIG_FILE",
+    "CONFIG_MEMBER",
     "EVAL_LOG",
     "FINAL_CHECKPOINT",
     "FINISHED_RECORD",
     "LOCK_FILE",
     "RESUME_LOG",
+    "RESUME_MEMBER",
     "RUN_FILES",
     "TB_DIR",
     "EvalLog",
+    "checkpoint_intact",
     "clear_dir",
     "default_run_dir",
     "finished_run",
     "is_finished",
     "read_eval_log",
+    "read_finished_record",
     "run_lock",
+    "tensorboard_last_step",
     "truncate_tensorboard",
     "write_finished_record",
 ]

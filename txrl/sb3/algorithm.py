@@ -34,6 +34,7 @@ from txrl.sb3.checks import (
     CheckFinite,
     check_finite_step,
     check_finite_update,
+    check_model_path,
     check_observation_space,
     check_policy_kwargs,
     check_saved_by,
@@ -117,7 +118,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
     ) -> None:
         learner = learner_settings(type(self), self.settings_class, settings)
         check_policy_kwargs(policy, self.policy_aliases, policy_kwargs)
-        env = env_with_checked_observations(env, verbose)
+        env = env_with_checked_observations(env, verbose, policy, self.policy_aliases)
         n_steps, segment_length = learner.n_steps, learner.segment_length
         for name in ("n_steps", "batch_size", "n_epochs", "segment_length"):
             value = getattr(learner, name)
@@ -200,6 +201,14 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
     def _excluded_save_params(self) -> list[str]:
         # the live memory belongs to the envs of this run, not to the model
         return [*super()._excluded_save_params(), "_memory"]
+
+    @classmethod
+    def load(
+        cls: type[SelfMemoryAlgorithm], path: Any, *args: Any, **kwargs: Any
+    ) -> SelfMemoryAlgorithm:
+        """SB3's ``load``; a missing file is named as given (:func:`check_model_path`)."""
+        check_model_path(path)
+        return super().load(path, *args, **kwargs)
 
     def learn(
         self: SelfMemoryAlgorithm,

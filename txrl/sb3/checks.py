@@ -11,7 +11,9 @@ step (:func:`check_finite_step`) and before each optimizer step (:func:`check_fi
 from __future__ import annotations
 
 import importlib
+import os
 import warnings
+from pathlib import Path
 from typing import Any, get_args, overload
 
 import numpy as np
@@ -21,7 +23,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm, maybe_make_env
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv
 
-from txrl.sb3.policies import MemoryActorCriticPolicy
+from txrl.sb3.policies import ENCODER_POLICY_BASES, MemoryActorCriticPolicy
 from txrl.schema import CheckFinite
 
 SUPPORTED_OBSERVATION_SPACES = (
@@ -100,22 +102,70 @@ def check_policy_kwargs(
 
 
 @overload
-def env_with_checked_observations(env: GymEnv | str, verbose: int) -> GymEnv: ...
+def env_with_checked_observations(
+    env: GymEnv | str,
+    verbose: int,
+    policy: str | type[BasePolicy] | None = None,
+    aliases: dict[str, type[BasePolicy]] | None = None,
+) -> GymEnv: ...
 
 
 @overload
-def env_with_checked_observations(env: None, verbose: int) -> None: ...
+def env_with_checked_observations(
+    env: None,
+    verbose: int,
+    policy: str | type[BasePolicy] | None = None,
+    aliases: dict[str, type[BasePolicy]] | None = None,
+) -> None: ...
 
 
-def env_with_checked_observations(env: GymEnv | str | None, verbose: int) -> GymEnv | None:
+def env_with_checked_observations(
+    env: GymEnv | str | None,
+    verbose: int,
+    policy: str | type[BasePolicy] | None = None,
+    aliases: dict[str, type[BasePolicy]] | None = None,
+) -> GymEnv | None:
     """The env (made from its id, as SB3 would), its observation space checked first: SB3
-    wraps it in a DummyVecEnv, which fails without a useful message on some spaces. None
-    (SB3's ``load`` builds the learner without an env) stays None."""
+    wraps it in a DummyVecEnv, which fails without a useful message on some spaces; with
+    ``policy`` (a name of ``aliases`` or a class), also that the policy's encoder reads that
+    space (:func:`check_policy_reads`). None (SB3's ``load`` builds the learner without an
+    env) stays None."""
     if env is None:
         return None
     env = maybe_make_env(env, verbose)
     check_observation_space(env.observation_space)
+    if policy is not None:
+        check_policy_reads(policy, aliases or {}, env.observation_space)
     return env
+
+
+def check_policy_reads(
+    policy: str | type[BasePolicy], aliases: dict[str, type[BasePolicy]], space: spaces.Space
+) -> None:
+    """One ValueError when the policy's encoder cannot read ``space``: a ``Mlp``/``Cnn``
+    policy encodes one array and a Dict is several (SB3's PPO refuses that pair up front too,
+    naming ``MultiInputPolicy``); a ``MultiInput`` policy reads a Dict's keys only. The
+    error names the policy of the same backbone that reads it."""
+    cls = aliases.get(policy) if isinstance(policy, str) else policy
+    if not isinstance(cls, type):
+        return  # an unknown name: check_policy_kwargs names it
+    name = policy if isinstance(policy, str) else cls.__name__
+    reads_dict = issubclass(cls, ENCODER_POLICY_BASES["MultiInput"])
+    if isinstance(space, spaces.Dict) == reads_dict:
+        return
+    kinds = [k for k in ENCODER_POLICY_BASES if name.startswith(k)]
+    if reads_dict:
+        what = "reads Dict observations key by key"
+        other = f"Mlp{name.removeprefix('MultiInput')}" if kinds else "an Mlp or Cnn memory policy"
+    else:
+        what = "encodes one observation array"
+        other = (
+            f"MultiInput{name.removeprefix(kinds[0])}" if kinds else "a MultiInput memory policy"
+        )
+    raise ValueError(
+        f"policy {name} {what}, but the env's observation space is {space}: use {other}, "
+        "the same memory with the encoder of that space"
+    )
 
 
 def check_observation_space(space: spaces.Space) -> None:
@@ -133,6 +183,21 @@ def check_observation_space(space: spaces.Space) -> None:
                 "(vectors or images), Discrete, MultiDiscrete, MultiBinary, or a flat Dict of "
                 f"those; {hint}"
             )
+
+
+def check_model_path(path: Any) -> None:
+    """On ``load``: a file path that exists neither as given nor with ``.zip`` added is a
+    FileNotFoundError naming the path as given (SB3 tries ``<path>.zip`` second and names
+    that one: ``missing.zip.zip``). Open files and buffers are SB3's to read."""
+    if not isinstance(path, str | os.PathLike):
+        return
+    given = Path(path)
+    if not given.exists() and not Path(f"{given}.zip").exists():
+        tried = "" if given.suffix == ".zip" else f" (nor {given}.zip)"
+        raise FileNotFoundError(
+            f"no model file {given}{tried}: give the .zip a model was saved to with "
+            "model.save(), or a txrl checkpoint (RUN_DIR/checkpoints/final.zip)"
+        )
 
 
 def class_path(cls: type) -> str:

@@ -92,6 +92,7 @@ class MemoryPredictPolicy(ActorCriticPolicy):
         """
         if self.training:
             self.set_training_mode(False)
+        check_finite_observation(observation, self.observation_space)
         device = self._acting_device()
         with torch.inference_mode():
             # the observation and flags made here are inference tensors, which the compiled
@@ -179,3 +180,30 @@ class MemoryPredictPolicy(ActorCriticPolicy):
         if cached is None or cached[0] != n_envs:
             cached = self._template = (n_envs, self.initial_state(n_envs))
         return cached[1]
+
+
+def check_finite_observation(observation: Any, space: spaces.Space) -> None:
+    """One ValueError naming the envs whose observation holds a NaN or an infinity: the
+    policy would act on it (a NaN makes the action probabilities NaN and sampling fail with
+    no word of the observation). Per call it costs one sum of each floating array (a NaN or
+    an infinity makes the sum non-finite); only then is the array checked element by
+    element, so a sum that overflowed is no error. Integer observations are skipped."""
+    items = observation.items() if isinstance(observation, dict) else [(None, observation)]
+    for key, value in items:
+        array = np.asarray(value)
+        if not np.issubdtype(array.dtype, np.floating) or np.isfinite(array.sum()):
+            continue
+        finite = np.isfinite(array)
+        if finite.all():
+            continue
+        sub = space.spaces[key] if isinstance(space, spaces.Dict) and key is not None else space
+        shape = sub.shape or ()
+        batched = array.ndim > len(shape)
+        per_env = finite.reshape(array.shape[0] if batched else 1, -1).all(axis=1)  # (B,)
+        envs = ", ".join(str(i) for i in np.flatnonzero(~per_env))
+        where = "" if key is None else f" at key {key!r}"
+        raise ValueError(
+            f"predict got a non-finite observation (NaN or inf) for env {envs}{where}: the "
+            "policy cannot act on it; check the env (or the wrapper that computes its "
+            "observations), e.g. by training with check_finite='raise'"
+        )
