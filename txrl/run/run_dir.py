@@ -48,6 +48,13 @@ won is no longer in the log), and the resumed run's points continue them in the 
 directory (the ``train/`` values of the update just before the checkpoint, which SB3 logs
 with the next rollout, are the one point missing). A checkpoint that cannot be read (a truncated copy) is named, set aside as
 ``<name>.corrupt`` and the newest readable one used (:mod:`txrl.run.checkpoint`).
+A resume never replaces a record it cannot continue: with no checkpoint to resume from,
+a run killed before its first checkpoint starts over (its logs reach no further than a
+restart writes them again), while a directory holding a ``finished.json`` or logs past the
+first checkpoint's step (a record copied without its checkpoints) is refused, unchanged
+(:func:`check_nothing_to_lose`). A ``config.yaml`` edited by hand away from the
+checkpoint's config, outside what ``--set`` may change on a resume, is refused too, naming
+each key (:func:`check_config_of_checkpoint`).
 With dummy envs and deterministic torch kernels (CPU), a resumed run reproduces the
 uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C or SIGTERM ends a run after the
 rollout under way and its update, with a checkpoint at the next rollout start

@@ -12,6 +12,7 @@ Legend: B observations (one per env).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -191,7 +192,7 @@ def check_finite_observation(observation: Any, space: spaces.Space) -> None:
     items = observation.items() if isinstance(observation, dict) else [(None, observation)]
     for key, value in items:
         array = np.asarray(value)
-        if not np.issubdtype(array.dtype, np.floating) or np.isfinite(array.sum()):
+        if array.dtype.kind != "f" or math.isfinite(array.sum()):
             continue
         finite = np.isfinite(array)
         if finite.all():
