@@ -99,6 +99,10 @@ def test_ctrl_c_before_the_first_checkpoint_says_so(
     assert "interrupted at step 0; no checkpoint saved yet" in line
     assert line.endswith(f"resume with: txrl train --resume {run_dir}")
 
+    monkeypatch.undo()  # the command it names starts the run over: it had logged nothing past 0
+    assert cli.main(["train", "--resume", str(run_dir)]) == 0
+    assert (run_dir / CHECKPOINT_DIR / FINAL_CHECKPOINT).exists()
+
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_mid_rollout_stops_at_a_checkpoint_and_the_resume_loses_nothing(
