@@ -1,7 +1,8 @@
 import pytest
 import torch
+import torch.nn.functional as F
 
-from txrl.nn.attention import RelativeMultiHeadAttention, rel_shift
+from txrl.nn.attention import RelativeMultiHeadAttention, RingPlan, rel_shift
 
 from ..numeric import F32_REL, close
 from .reference import naive_relative_attention
@@ -42,6 +43,32 @@ def test_shifted_relative_attention_equals_naive(memory: int, steps: int, heads:
     with_stats, stats = attn(h, *memory_kv, *new_kv, allowed, with_stats=True)
     assert close(with_stats, slow, F32_REL)
     assert stats is not None and torch.isfinite(stats.entropy)
+
+
+@pytest.mark.parametrize("per_slot", [False, True])
+def test_one_step_over_a_ring_equals_naive(per_slot: bool) -> None:
+    # attend_one reads the memory as a ring (slots in any order, each at its distance), with
+    # the products over the memory batched (eager) or per slot (compiled): eq. (8) both ways
+    gen = torch.Generator().manual_seed(5)
+    torch.manual_seed(5)
+    d, heads, m, b = 16, 4, 7, 3
+    attn = RelativeMultiHeadAttention(d, heads)
+    torch.nn.init.normal_(attn.content_bias)
+    torch.nn.init.normal_(attn.position_bias)
+    h = torch.randn(b, 1, d, generator=gen)
+    memory_h = torch.randn(b, m, d, generator=gen)  # oldest first
+    allowed = random_allowed(b, 1, m, gen)  # (B, 1, M+1)
+    position = torch.tensor([0, 3, 6])  # each env's oldest slot
+    order = (torch.arange(m)[None] - position[:, None]) % m  # (B, M): slot j's place, oldest first
+    ring_h = memory_h.gather(1, order[..., None].expand(b, m, d))  # (B, M, D) as a ring
+    ring_allowed = torch.cat((allowed[:, 0, :m].gather(1, order), allowed[:, 0, m:]), dim=1)
+    mask = torch.zeros(b, 1, m + 1).masked_fill(~ring_allowed[:, None], float("-inf"))
+    plan = RingPlan(F.pad(order, (0, 1), value=m)[:, None], mask, None, per_slot)
+    with torch.no_grad():
+        key, value = attn.project_memory(h[:, 0])
+        out = attn.attend_one(h[:, 0], key, value, attn.project_memory(ring_h), plan)
+        expected = naive_relative_attention(attn, h, memory_h, allowed)[:, 0]
+    assert close(out, expected, F32_REL)
 
 
 def test_rel_shift_aligns_distances() -> None:

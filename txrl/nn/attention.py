@@ -87,6 +87,11 @@ class RingPlan(NamedTuple):
     mask: torch.Tensor  # (B, 1, K) float, 0 where the key may be attended to, -inf elsewhere
     # the layer's attention's derived_weights for K keys (None: its own, looked up)
     weights: DerivedWeights | None
+    # the products over the memory as a multiply and a sum per slot and head, which a
+    # compiled step fuses into one pass over the memory (E products per slot and head);
+    # False: batched products over the whole memory, what an eager step runs fastest (D
+    # products per slot and head, one library call each)
+    per_slot: bool = False
 
 
 class AttentionStats(NamedTuple):
@@ -335,17 +340,26 @@ class RelativeMultiHeadAttention(nn.Module):
         # each slot's score read at its distance, -inf where not allowed
         position = position.gather(2, plan.key_index.expand(b, hd, m + 1)) + plan.mask
         own_score = (qu * key).view(b, hd, e).sum(-1, keepdim=True) + position[..., m:]  # (B, H, 1)
-        # (a) + (c) over the memory: the (B, H, D) block-diagonal (q + u) against the
-        # (B, M, D) keys read in place, one batched product
-        qu_by_head = qu.view(b, 1, d) * self.head_features  # (B, H, D), row-major
-        memory_scores = torch.baddbmm(
-            position[..., :m], qu_by_head, memory_keys.transpose(1, 2)
-        )  # (B, H, M)
-        weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
-        # sum_j w_j v_j per head: every head's weights against all D features, then the
-        # features of its own head (the diagonal blocks) kept
-        by_head = torch.bmm(weights[..., :m], memory_values).view(b, hd, hd, e)  # (B, H, H, E)
-        own_head = by_head.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (B, H, E)
+        if plan.per_slot:
+            # (a) + (c) over the memory, per slot and head: E products each
+            by_slot = memory_keys.view(b, m, hd, e) * qu.view(b, 1, hd, e)  # (B, M, H, E)
+            memory_scores = by_slot.sum(-1).transpose(1, 2) + position[..., :m]  # (B, H, M)
+            weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
+            # sum_j w_j v_j per head
+            by_head = weights[..., :m].transpose(1, 2)[..., None]  # (B, M, H, 1)
+            own_head = (by_head * memory_values.view(b, m, hd, e)).sum(1)  # (B, H, E)
+        else:
+            # (a) + (c) over the memory: the (B, H, D) block-diagonal (q + u) against the
+            # (B, M, D) keys read in place, one batched product
+            qu_by_head = qu.view(b, 1, d) * self.head_features  # (B, H, D), row-major
+            memory_scores = torch.baddbmm(
+                position[..., :m], qu_by_head, memory_keys.transpose(1, 2)
+            )  # (B, H, M)
+            weights = torch.cat((memory_scores, own_score), dim=2).softmax(dim=-1)  # (B, H, K)
+            # sum_j w_j v_j per head: every head's weights against all D features, then the
+            # features of its own head (the diagonal blocks) kept
+            by_head = torch.bmm(weights[..., :m], memory_values).view(b, hd, hd, e)  # (B, H, H, E)
+            own_head = by_head.diagonal(dim1=1, dim2=2).transpose(1, 2)  # (B, H, E)
         attended = own_head + weights[..., m:] * value.view(b, hd, e)  # (B, H, E)
         return self.out(attended.reshape(b, d))
 

@@ -4,6 +4,15 @@ caches layer inputs (TrXL, TrXL-I, GTrXL and the window variants).
 Dai et al. 2019, eq. (6) of ``references/000_4baccbf6ade0250f.txt``: layer l attends over
 ``[SG(m^{l-1}) ; h^{l-1}]``, its stop-gradient inputs of the last M steps and the current ones.
 Legend: B envs, T steps, L layers (or depth steps), M memory slots, D width.
+
+The layer loop (:meth:`LayerMemoryBackbone.layers`) has two callers:
+:meth:`~LayerMemoryBackbone.run`, T steps over the memory with its slots oldest first, and
+an acting step (:meth:`~LayerMemoryBackbone.ring_step`), one query row per env over the
+memory kept as a ring, which passes in what differs (each slot's distance and the window
+mask: :class:`~txrl.nn.attention.RingPlan`), so acting computes what training computes by
+construction. Their memory writes differ in layout alone: a sequence slides the window
+(:meth:`~LayerMemoryBackbone.next_state`), a step writes over the oldest slot in place
+(:meth:`~LayerMemoryBackbone.write_ring`).
 """
 
 from __future__ import annotations
@@ -249,15 +258,18 @@ class LayerMemoryBackbone(Backbone):
         start: torch.Tensor,
         weights: list[DerivedWeights],
         head: Head | None,
+        per_slot: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
         """One acting step over the ring, on the fields of a :class:`MemoryState` (in its
         order), which it advances in place: the layer loop (:meth:`layers`) with one query
         row per env and the step's :meth:`ring_plan` (each layer's with its attention's
-        ``weights``, :meth:`ring_weights`), then the ring write (:meth:`write_ring`) and
-        ``head`` of the output. x (B, I), ``start`` (B,) bool. Returns the output (B, D),
-        the step's layer inputs (B, L, D) and what ``head`` returned (empty without one)."""
+        ``weights``, :meth:`ring_weights`, and the products over the memory ``per_slot``
+        when compiled, :class:`~txrl.nn.attention.RingPlan`), then the ring write
+        (:meth:`write_ring`) and ``head`` of the output. x (B, I), ``start`` (B,) bool.
+        Returns the output (B, D), the step's layer inputs (B, L, D) and what ``head``
+        returned (empty without one)."""
         h = self.embed(x)  # (B, I) -> (B, D)
-        plan = self.ring_plan(position, valid, start[None])
+        plan = self.ring_plan(position, valid, start[None])._replace(per_slot=per_slot)
         plans = [plan._replace(weights=w) for w in weights]
         out = self.layers(h, keys, values, plans, stats=False)
         # L x (B, D) -> (B, L, D) each
@@ -463,7 +475,7 @@ def compiled_call(
         compiled = torch.compile(type(backbone).ring_step, options=_COMPILE_OPTIONS)
         backbone.__dict__[COMPILED_STEP] = compiled
     try:
-        return compiled(backbone, x, *state, start, weights, head)
+        return compiled(backbone, x, *state, start, weights, head, True)  # products per slot
     except RuntimeError as error:
         raise RuntimeError(
             f"compile_step: torch.compile could not compile or run the acting step ({error}). "
