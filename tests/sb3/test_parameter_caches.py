@@ -14,7 +14,8 @@ from txrl import MemoryPPO
 @pytest.mark.parametrize("told", [True, False])
 def test_fused_adam_acting_equals_training_after_updates(told: bool) -> None:
     # told=False: the learner's calls to on_parameters_changed do nothing, and the caches
-    # still follow the updates (txrl.nn.cache sees every optimizer step by itself)
+    # still follow the updates (the training pass before each optimizer step, and
+    # train() / eval(), drop what the attention derived)
     env = DummyVecEnv([lambda: Monitor(gym.make("txrl/TMazePassive-v0", length=3))] * 2)
     env.seed(0)
     n_envs, n_steps = 2, 16
