@@ -25,7 +25,6 @@ import os
 import pickle
 import random
 import re
-import sys
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -290,23 +289,23 @@ def resolve_checkpoint(target: str | Path, *, best: bool = False) -> Path:
 
 
 def import_dynamo_without_litter() -> None:
-    """Import ``torch._dynamo`` now, removing the empty directory that its import makes.
+    """Build a throwaway torch optimizer now, removing the empty directory that it makes.
 
-    Building any torch optimizer imports ``torch._dynamo`` (``torch.optim.Optimizer``'s
-    methods are wrapped by ``torch._disable_dynamo``), and that import creates torch's
-    compile cache directory, ``<tmp>/torchinductor_<user>``, at once and empty, in runs that
-    never compile: litter in the temp directory. Importing it here, once, removes the
-    directory again when this import made it and left it empty; a run that compiles
+    Building the first torch optimizer of a process imports torch's compiler (the
+    optimizer's methods are wrapped to keep the compiler out of them), and that import
+    creates torch's compile cache directory, ``<tmp>/torchinductor_<user>``, at once and
+    empty, in runs that never compile: litter in the temp directory. Doing it here, once,
+    removes the directory again when this made it and left it empty; a run that compiles
     (``compile_step``) makes it again when it writes a cache entry. A directory that existed
     before, or one that ``TORCHINDUCTOR_CACHE_DIR`` names, is left alone.
     """
     import tempfile
 
-    if "torch._dynamo" in sys.modules or os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):  # named, or the compiler already imported
         return
-    # (torch's own default_cache_dir cannot be asked first: its module imports torch._dynamo)
     before = set(Path(tempfile.gettempdir()).glob("torchinductor_*"))
-    import torch._dynamo  # noqa: F401  # makes the directory and names it in the environment
+    # imports the compiler, which makes the directory and names it in the environment
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
 
     cache = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", ""))
     if cache.name.startswith("torchinductor_") and cache not in before:
