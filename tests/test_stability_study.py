@@ -137,3 +137,47 @@ def test_runs_of_the_same_name_are_refused(tmp_path: Path) -> None:
     second = make_run(tmp_path / "b", "seed_1", HOLDS, finished=True)
     with pytest.raises(SystemExit):
         summarize.main([str(first), str(second), "--out", str(tmp_path / "study")])
+
+
+def test_a_kept_copy_summarises_as_the_run_did(tmp_path: Path) -> None:
+    """``--keep`` copies what the study reads (no checkpoints, no TensorBoard events) and the
+    copy, read again from its ``scalars.csv``, gives the same tables as the run itself."""
+    summarize = load("stability/summarize.py")
+    falls = make_run(tmp_path / "runs", "falls_seed1", FALLS, finished=True)
+    (falls / "checkpoints").mkdir()
+    (falls / "checkpoints" / "step_000000100.zip").write_bytes(b"not kept")
+    direct, kept = tmp_path / "direct", tmp_path / "kept"
+    assert summarize.main([str(falls), "--out", str(direct)]) == 0
+    assert (
+        summarize.main(
+            [str(falls), "--out", str(tmp_path / "via"), "--keep", str(kept), "--every", "1"]
+        )
+        == 0
+    )
+
+    copy = kept / "falls_seed1"
+    assert sorted(p.name for p in copy.iterdir()) == [
+        "config.yaml",
+        "eval.jsonl",
+        "finished.json",
+        "scalars.csv",
+    ]
+    assert summarize.main([str(copy), "--out", str(tmp_path / "again")]) == 0
+    for name in ("summary.csv", "diagnostics.csv"):
+        assert (tmp_path / "again" / name).read_text() == (direct / name).read_text()
+    # thinned: every 4th point of each tag and the last one
+    summarize.keep_run(falls, tmp_path / "thin" / "falls_seed1", every=4)
+    rows = list(csv.DictReader((tmp_path / "thin" / "falls_seed1" / "scalars.csv").open()))
+    steps = [int(r["step"]) for r in rows if r["tag"] == "train/grad_norm"]
+    assert steps == [0, 100, 200, 300, 400, 500]
+
+
+def test_phases_average_each_diagnostic_before_and_after_reaching(tmp_path: Path) -> None:
+    summarize = load("stability/summarize.py")
+    falls = make_run(tmp_path / "runs", "falls_seed1", FALLS, finished=True)
+    assert summarize.main([str(falls), "--out", str(tmp_path / "study")]) == 0
+    rows = {r["tag"]: r for r in csv.DictReader((tmp_path / "study" / "phases.csv").open())}
+    grad = rows["train/grad_norm"]  # index 4: 4000 + step, logged every 25 steps
+    assert grad["reached_step"] == "200"
+    assert float(grad["mean_before"]) == pytest.approx(4000 + sum(range(0, 200, 25)) / 8)
+    assert float(grad["mean_after"]) == pytest.approx(4000 + sum(range(200, 501, 25)) / 13)

@@ -4,7 +4,9 @@ training diagnostics around each drop.
     python results/stability/summarize.py runs/stability/* --out results/stability/before_fix
 
 Reads each run directory (``txrl train``'s: ``eval.jsonl``, ``tb/``, ``config.yaml``,
-``finished.json``) and writes into the study folder ``--out``:
+``finished.json``; or a copy kept in ``results/`` with the diagnostics' scalars in
+``scalars.csv`` in place of ``tb/``, as ``--keep`` writes it) and writes into the study
+folder ``--out``:
 
 * ``summary.md`` and ``summary.csv``, one row per run: the best and the final evaluation,
   where the run first reached 0.8 of its best, the largest drop after that and the largest
@@ -15,6 +17,8 @@ Reads each run directory (``txrl train``'s: ``eval.jsonl``, ``tb/``, ``config.ya
   ``train/explained_variance``, ``train/grad_norm``, ``train/value_loss`` and the memory's
   ``memory/*attention_entropy*`` and ``memory/*gate*`` (those a run logged; a V-MPO run has
   no clip fraction, a recurrent memory no attention);
+* ``phases.csv``: each diagnostic's mean before the run first reached 0.8 of its best and
+  from there to the end;
 * ``<run>.png`` per run: the evaluation curve with the drops marked, the diagnostics as
   panels below it on the same steps.
 
@@ -163,6 +167,11 @@ def summarize_run(run_dir: Path, return_floor: float) -> RunSummary:
     )
 
 
+#: The file a kept copy of a run holds its diagnostics' scalars in (``run,tag,step,value``,
+#: the columns of ``results/tb_scalars.py``).
+KEPT_SCALARS = "scalars.csv"
+
+
 def diagnostic_tags(run_dir: Path) -> list[str]:
     """The tags of :data:`DIAGNOSTICS` that ``run_dir`` logged, in that order."""
     logged: set[str] = set()
@@ -170,7 +179,44 @@ def diagnostic_tags(run_dir: Path) -> list[str]:
         events = EventAccumulator(str(file), size_guidance={"scalars": 1})
         events.Reload()
         logged.update(events.Tags()["scalars"])
+    if not logged and (run_dir / KEPT_SCALARS).exists():
+        with (run_dir / KEPT_SCALARS).open(newline="") as kept:
+            logged.update(row["tag"] for row in csv.DictReader(kept))
     return [tag for pattern in DIAGNOSTICS for tag in sorted(fnmatch.filter(logged, pattern))]
+
+
+def run_scalars(run_dir: Path, tags: list[str]) -> dict[str, list[tuple[int, float]]]:
+    """``{tag: [(step, value), ...]}`` of ``tags``, from ``run_dir/tb`` or, in a kept copy
+    without one, from its :data:`KEPT_SCALARS`."""
+    if not tags:
+        return {}
+    if (run_dir / "tb").is_dir():
+        return read_scalars(run_dir, tags)
+    points: dict[str, list[tuple[int, float]]] = {tag: [] for tag in tags}
+    with (run_dir / KEPT_SCALARS).open(newline="") as kept:
+        for row in csv.DictReader(kept):
+            if row["tag"] in points:
+                points[row["tag"]].append((int(row["step"]), float(row["value"])))
+    return {tag: sorted(values) for tag, values in points.items()}
+
+
+def keep_run(run_dir: Path, dest: Path, every: int) -> None:
+    """Copy what the study reads of ``run_dir`` into ``dest``: its config, eval log and
+    finished record, and every ``every``-th point of its diagnostics' scalars (the last one
+    always) as :data:`KEPT_SCALARS`, not its checkpoints or TensorBoard events."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("config.yaml", "eval.jsonl", "finished.json"):
+        if (run_dir / name).exists():
+            atomic_write(dest / name, (run_dir / name).read_bytes())
+    scalars = run_scalars(run_dir, diagnostic_tags(run_dir))
+    rows = [
+        {"run": dest.name, "tag": tag, "step": str(step), "value": repr(value)}
+        for tag, points in scalars.items()
+        for i, (step, value) in enumerate(points)
+        if i % every == 0 or i == len(points) - 1
+    ]
+    if rows:
+        atomic_write(dest / KEPT_SCALARS, csv_text(rows).encode())
 
 
 def nearest(points: list[tuple[int, float]], step: int) -> tuple[int, float]:
@@ -238,6 +284,30 @@ def diagnostic_rows(
                         "at_low": f"{at_low[1]:.6g}",
                     }
                 )
+    return rows
+
+
+def phase_rows(
+    runs: list[RunSummary], scalars: dict[str, dict[str, list[tuple[int, float]]]]
+) -> list[dict[str, str]]:
+    """One row per run and diagnostic: its mean over the steps before the run first reached
+    0.8 of its best (learning) and from there to the end (holding it, or not), so that runs
+    that kept what they learned and runs that lost it compare over the same phase."""
+    rows = []
+    for run in runs:
+        for tag, points in scalars[run.name].items():
+            split = run.reached_step
+            before = [v for step, v in points if split is None or step < split]
+            after = [v for step, v in points if split is not None and step >= split]
+            rows.append(
+                {
+                    "run": run.name,
+                    "tag": tag,
+                    "reached_step": "" if split is None else str(split),
+                    "mean_before": f"{sum(before) / len(before):.6g}" if before else "",
+                    "mean_after": f"{sum(after) / len(after):.6g}" if after else "",
+                }
+            )
     return rows
 
 
@@ -349,21 +419,38 @@ def main(argv: list[str] | None = None) -> int:
         default=-1.0,
         help="the bottom of the mean return's range, for runs scored by return (default -1)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="first copy each run into KEEP/<run> (config, eval log, finished record and its "
+        "diagnostics' scalars, thinned by --every) and summarise the copies",
+    )
+    parser.add_argument(
+        "--every", type=int, default=4, help="with --keep: keep every N-th scalar point"
+    )
     args = parser.parse_args(argv)
+    if args.every < 1:
+        parser.error(f"--every must be a positive integer, got {args.every}")
     names = [run.name for run in args.runs]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         parser.error(f"run directories must have distinct names (they name the plots): {repeated}")
+    if args.keep is not None:
+        for run_dir in args.runs:
+            keep_run(run_dir, args.keep / run_dir.name, args.every)
+        args.runs = [args.keep / run_dir.name for run_dir in args.runs]
     runs = [summarize_run(run_dir, args.return_floor) for run_dir in args.runs]
-    scalars = {}
-    for run_dir in args.runs:
-        tags = diagnostic_tags(run_dir)
-        scalars[run_dir.name] = read_scalars(run_dir, tags) if tags else {}
+    scalars = {
+        run_dir.name: run_scalars(run_dir, diagnostic_tags(run_dir)) for run_dir in args.runs
+    }
     diagnostics = diagnostic_rows(runs, scalars)
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write(args.out / "summary.md", markdown(runs, diagnostics).encode())
     atomic_write(args.out / "summary.csv", csv_text(summary_rows(runs)).encode())
     atomic_write(args.out / "diagnostics.csv", csv_text(diagnostics).encode())
+    phases = phase_rows(runs, scalars)
+    if phases:
+        atomic_write(args.out / "phases.csv", csv_text(phases).encode())
     for run in runs:
         atomic_write(args.out / f"{run.name}.png", plot(run, scalars[run.name]))
     print(f"{len(runs)} runs -> {args.out / 'summary.md'}")
