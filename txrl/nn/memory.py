@@ -422,6 +422,13 @@ class LayerMemoryBackbone(Backbone):
         keys, values = self.project_hidden(state.hidden)
         return state._replace(keys=keys, values=values)
 
+    def without_caches(self, state: MemoryState) -> MemoryState:
+        """``state`` with no memory keys and values: (B, L, 0, D) each, which
+        :meth:`refresh_state` projects again from the layer inputs (two thirds of the bytes
+        of the memory)."""
+        empty = state.hidden[:, :, :0]  # (B, L, 0, D), no storage of its own
+        return state._replace(keys=empty, values=empty)
+
     def next_state(
         self,
         state: MemoryState,

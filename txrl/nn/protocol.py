@@ -132,6 +132,12 @@ class Backbone(nn.Module, abc.ABC):
         """
         return state
 
+    def without_caches(self, state: Any) -> Any:
+        """``state`` without what :meth:`refresh_state` recomputes from the parameters, for a
+        store that refreshes every state it hands out (a rollout buffer's kept segment
+        states): TrXL drops its memory keys and values. The default returns ``state``."""
+        return state
+
     def on_parameters_changed(self) -> None:
         """Drop every cache derived from the parameters, in this module and its submodules.
 

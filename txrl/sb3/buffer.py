@@ -22,9 +22,11 @@ of all segment starts once per rollout, without gradient (one ``state_at`` per e
 env's trace read in place), and a minibatch takes its segments' rows of them and refreshes
 those with the current weights, with gradient: the same state and the same gradients as
 ``state_at`` with gradients on, without copying each env's whole trace and rebuilding its
-stream per minibatch and per epoch. Where those states would take more than
-:data:`SEGMENT_STATES_MAX_BYTES` (a long memory, many segments) each minibatch rebuilds
-its segments' states instead, as ``state_at`` from the trace.
+stream per minibatch and per epoch. The kept states hold nothing that ``refresh_state``
+recomputes (``backbone.without_caches``: for TrXL the layer inputs, not their keys and
+values). Where those states would take more than :data:`SEGMENT_STATES_MAX_BYTES` (a long
+memory, many segments) each minibatch rebuilds its segments' states instead, as
+``state_at`` from the trace.
 """
 
 from __future__ import annotations
@@ -176,14 +178,15 @@ class _MemoryStreams:
                 # env's memory, trace and starts as per_env copies of one env: views, no copy
                 one = slice(env, env + 1)
                 initial = index_state(self.initial_memory, one)
-                parts.append(
-                    backbone.state_at(
-                        type(initial)(*(_repeat(f, per_env, 0) for f in initial)),
-                        type(self.trace)(*(_repeat(f[:, one], per_env, 1) for f in self.trace)),
-                        episode_starts[:, one].expand(-1, per_env),
-                        start_t,
-                    )
+                state = backbone.state_at(
+                    type(initial)(*(_repeat(f, per_env, 0) for f in initial)),
+                    type(self.trace)(*(_repeat(f[:, one], per_env, 1) for f in self.trace)),
+                    episode_starts[:, one].expand(-1, per_env),
+                    start_t,
                 )
+                # every minibatch refreshes its rows: the parameter-derived caches (TrXL's
+                # keys and values) would be replaced before any use
+                parts.append(backbone.without_caches(state))
                 if state_nbytes(parts[0]) * self.n_envs > SEGMENT_STATES_MAX_BYTES:
                     parts = []
                     break
