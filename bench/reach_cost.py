@@ -23,6 +23,10 @@ For each M, and for the references M = 64 (acting, ``--act-reference``) and M = 
   ratio of medians to M = 128. Which slots are valid does not change the pass's work (every
   slot is projected and scored, the invalid ones masked), so the rollout starts from the
   learner's own memory;
+* ``act floor`` and ``train floor``: the least time the acting step and the training pass
+  per env step must take on this CPU, the larger of their multiply-adds at a large
+  matrix product's measured rate and the bytes they must move at a large copy's measured
+  rate (:func:`act_floor`, :func:`train_floor` count them); ``/floor``: the median over it;
 * ``state B/env``: the bytes of the acting state's tensors per env;
 * ``buffer B/tr``: the rollout buffer's memory streams per transition
   (``trace_nbytes_per_transition``, what the learner logs as
@@ -62,7 +66,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -90,6 +94,10 @@ COLUMNS = (
     ("train_ms_per_step_min", "train min", "{:.4f}"),
     ("train_ratio", "train x", "{:.2f}"),
     ("train_target", f"train <={TRAIN_BOUND:g}x", "{}"),
+    ("act_floor_ms", "act floor", "{:.3f}"),
+    ("act_over_floor", "act/floor", "{:.1f}"),
+    ("train_floor_ms_per_step", "train floor", "{:.4f}"),
+    ("train_over_floor", "train/floor", "{:.1f}"),
     ("state_bytes_per_env", "state B/env", "{:d}"),
     ("buffer_bytes_per_transition", "buffer B/tr", "{:.0f}"),
     ("segment_state_bytes_per_transition", "segments B/tr", "{:.0f}"),
@@ -181,6 +189,87 @@ def train_seconds(models: Sequence[Any], repeats: int, warmup: int) -> list[list
             if round_ >= warmup:
                 taken.append(time.perf_counter() - began)
     return times
+
+
+class Machine(NamedTuple):
+    """What this CPU moves per second with the bench's torch threads, measured."""
+
+    flops: float  # a large float32 matrix product's rate, FLOP/s
+    bytes_per_s: float  # a large float32 copy's rate, bytes read plus written per second
+
+
+def measure_machine(repeats: int = 5) -> Machine:
+    """The best of ``repeats`` (1024 x 1024) @ (1024 x 1024) float32 products and of
+    ``repeats`` copies of 128 MiB (more than the last-level cache): the rates a floor is
+    taken at (:func:`act_floor`, :func:`train_floor`)."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    src, dst = torch.randn(2**25), torch.empty(2**25)
+    product, copy = float("inf"), float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        torch.mm(a, b)
+        product = min(product, time.perf_counter() - began)
+        began = time.perf_counter()
+        dst.copy_(src)
+        copy = min(copy, time.perf_counter() - began)
+    return Machine(2 * 1024**3 / product, 2 * src.numel() * src.element_size() / copy)
+
+
+class Shape(NamedTuple):
+    """The sizes the floor counts with, read from a learner."""
+
+    layers: int  # L
+    width: int  # D
+    memory: int  # M
+    segment: int  # T, steps per segment
+    envs: int  # B
+    batch: int  # transitions per minibatch
+    epochs: int
+    weights: int  # P, the policy's matrix entries: the multiply-adds of one step's network
+    itemsize: int  # bytes per float
+
+
+def shape_of(model: Any) -> Shape:
+    backbone = model.policy.backbone
+    return Shape(
+        backbone.depth, backbone.config.d_model, backbone.memory_length, model.segment_length,
+        model.n_envs, model.batch_size, model.n_epochs,
+        sum(p.numel() for p in model.policy.parameters() if p.dim() == 2),
+        model.policy.backbone.embed.weight.element_size(),
+    )  # fmt: skip
+
+
+def act_floor(shape: Shape, machine: Machine) -> float:
+    """Seconds one acting step for all envs must take at least: per env and layer, the step's
+    query against M + 1 keys in content (a)+(c) and position (b)+(d) and the weighted sum of
+    M + 1 values, 3 (M + 1) D multiply-adds, plus the network's P; and the bytes of each
+    env's M cached keys and values and the layers' M + 1 positional keys, read once. The
+    larger of the two times at the measured rates (a roofline)."""
+    n_layers, d, m, b = shape.layers, shape.width, shape.memory, shape.envs
+    flops = 2 * b * (n_layers * 3 * (m + 1) * d + shape.weights)
+    moved = shape.itemsize * n_layers * (2 * b * m * d + (m + 1) * d)
+    return max(flops / machine.flops, moved / machine.bytes_per_s)
+
+
+def train_floor(shape: Shape, machine: Machine) -> float:
+    """Seconds the training pass must take per env step at least. A minibatch of G = batch
+    / T segments must, per layer: project each segment's M memory slots to keys and values
+    with the current weights, G M D 2D multiply-adds, and take their weights' gradient, as
+    many again (the memory is stop-gradient, the weights are not: no projection made with
+    earlier weights can serve); score T queries against K = M + T keys in (a)+(c) and
+    (b)+(d) and sum K values, 3 G T K D, forward and twice backward; and run the network on
+    its G T steps, P each, forward and twice backward. Bytes: each segment's memory inputs,
+    keys and values, (M, D) each, written or read once forward and once backward (a fused
+    kernel need not store the T x K scores). The larger of the two times at the measured
+    rates, times the epochs, per transition."""
+    n_layers, d, m, t = shape.layers, shape.width, shape.memory, shape.segment
+    g = shape.batch // t
+    macs = (
+        n_layers * (2 * g * m * d * 2 * d + 3 * 3 * g * t * (m + t) * d) + 3 * g * t * shape.weights
+    )
+    moved = shape.itemsize * 2 * 3 * g * n_layers * m * d
+    per_batch = max(2 * macs / machine.flops, moved / machine.bytes_per_s)
+    return per_batch * shape.epochs / shape.batch
 
 
 def buffer_bytes(model: Any) -> tuple[float, float | None]:
@@ -359,16 +448,20 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     print(f"acting timed at M = {lengths}", file=sys.stderr, flush=True)
     training = train_seconds(models, args.train_repeats, warmup=0 if args.quick else 1)
     print(f"training timed at M = {lengths}", file=sys.stderr, flush=True)
+    machine = measure_machine()
 
     rows: list[dict[str, Any]] = []
     for m, model, act_s, train_s in zip(lengths, models, acting, training, strict=True):
         buffer, segments = buffer_bytes(model)
+        shape = shape_of(model)
         rows.append({
             "memory_length": m,
             "act_ms_median": statistics.median(act_s) * 1e3,
             "act_ms_min": min(act_s) * 1e3,
             "train_ms_per_step_median": statistics.median(train_s) * 1e3 / n_steps,
             "train_ms_per_step_min": min(train_s) * 1e3 / n_steps,
+            "act_floor_ms": act_floor(shape, machine) * 1e3,
+            "train_floor_ms_per_step": train_floor(shape, machine) * 1e3,
             "state_bytes_per_env": state_nbytes(model.policy.initial_state(model.n_envs))
             // model.n_envs,
             "buffer_bytes_per_transition": buffer,
@@ -384,8 +477,16 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         row["act_target"] = target_mark(m, args.act_reference, row["act_ratio"], ACT_BOUND)
         row["train_ratio"] = row["train_ms_per_step_median"] / train_ref
         row["train_target"] = target_mark(m, args.train_reference, row["train_ratio"], TRAIN_BOUND)
+        row["act_over_floor"] = row["act_ms_median"] / row["act_floor_ms"]
+        row["train_over_floor"] = row["train_ms_per_step_median"] / row["train_floor_ms_per_step"]
 
     lines = header_lines(args, models[0], act, (load_before, load_average()))
+    lines.append(
+        f"floor: {machine.flops / 1e9:.1f} GFLOP/s (float32 matrix product), "
+        f"{machine.bytes_per_s / 1e9:.1f} GB/s (copy, read + written) measured here; "
+        "'floor' is the least time a step's products and bytes take at those rates "
+        "(act_floor, train_floor), '/floor' the median over it"
+    )
     text = "\n".join([*lines, *table_lines(rows)]) + "\n"
     print(text, end="", flush=True)
     if args.out is not None:
