@@ -82,3 +82,20 @@ def test_a_bad_memory_list_is_named(
         main(["--memory", bad])
     error = capsys.readouterr().err
     assert f"got {bad!r}" in error and "positive memory lengths" in error
+
+
+def test_the_floor_counts_products_and_bytes_as_its_docstrings_say(script: dict[str, Any]) -> None:
+    shape = script["Shape"](layers=1, width=4, memory=10, segment=2, envs=3, batch=4, epochs=2,
+                            weights=5, itemsize=4)  # fmt: skip
+    counting_flops = script["Machine"](flops=1.0, bytes_per_s=math.inf)
+    counting_bytes = script["Machine"](flops=math.inf, bytes_per_s=1.0)
+    act_floor, train_floor = script["act_floor"], script["train_floor"]
+    # acting: 2 B (L 3 (M + 1) D + P) FLOPs; L (2 B M D + (M + 1) D) floats
+    assert act_floor(shape, counting_flops) == 2 * 3 * (3 * 11 * 4 + 5)
+    assert act_floor(shape, counting_bytes) == 4 * (2 * 3 * 10 * 4 + 11 * 4)
+    # a minibatch of G = 2 segments: projection and its gradient 2 G M D 2D, attention
+    # 3 x 3 G T K D, the network 3 G T P multiply-adds; 2 x 3 G L M D floats; 2 epochs of a
+    # 4-transition batch per transition
+    macs = 2 * 2 * 10 * 4 * 2 * 4 + 9 * 2 * 2 * 12 * 4 + 3 * 2 * 2 * 5
+    assert train_floor(shape, counting_flops) == 2 * macs * 2 / 4
+    assert train_floor(shape, counting_bytes) == 4 * 2 * 3 * 2 * 10 * 4 * 2 / 4
