@@ -146,7 +146,11 @@ class _MemoryStreams:
             if states is None:
                 memory = None
             else:
-                # rows of segment (env, start) are env-major, as ``envs`` and ``starts``
+                # rows of segment (env, start) are env-major, as ``envs`` and ``starts``.
+                # The layer inputs do not depend on the weights: kept for every minibatch and
+                # epoch. Their keys and values do, and the optimizer steps between minibatches,
+                # so each minibatch projects its rows anew (with gradient, as Transformer-XL
+                # trains them): no projection survives from one minibatch to the next.
                 memory = backbone.refresh_state(
                     index_state(states, torch.as_tensor(chosen, device=self.device))
                 )
