@@ -5,8 +5,8 @@ data, MP4 video and linear probes.
 Why: a success rate says *that* a memory agent fails, not *why*. At the step where the
 memory matters (the T-maze's junction, the end of MiniGrid-Memory's hallway), does any head
 attend to the step where the cue was seen? Do GTrXL's gates pass the attention output on,
-or stay near the identity and ignore memory (Parisotto et al. 2019, sec. 3, eqs. 10-14 of
-``references/000_4baccbf6ade0250f.txt``)? Does a layer's output still hold the cue ten
+or stay near the identity and ignore memory (Parisotto et al. 2020,
+"Stabilizing Transformers for Reinforcement Learning", sec. 3.2, the gating layers)? Does a layer's output still hold the cue ten
 steps after it was seen? Scalar means over a rollout cannot say.
 
 What is recorded, per step of each episode (legend: N steps of the episode, L attention

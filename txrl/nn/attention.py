@@ -3,8 +3,9 @@
 Legend used in every shape comment: B batch (envs), T query steps, M memory slots,
 K = M + T key positions, H heads, E head width, D model width = H * E.
 
-For query i and key j at relative distance ``i - j`` the score is eq. (8)/(9) of
-``references/000_4baccbf6ade0250f.txt``::
+For query i and key j at relative distance ``i - j`` the score is that of
+Dai et al. 2019, "Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context",
+sec. 3.3 (relative positional encodings)::
 
     A[i, j] = q_i^T k_j              (a) content
             + q_i^T W_kR R_{i-j}     (b) content-dependent positional bias
@@ -143,7 +144,7 @@ _active_recorder: AttentionRecorder | None = None
 
 
 class RelativeMultiHeadAttention(nn.Module):
-    """Multi-head attention with Transformer-XL relative positions (eq. 9 of reference 000).
+    """Multi-head attention with Transformer-XL relative positions (Dai et al. 2019, sec. 3.3).
 
     Keys and values are computed by :meth:`project_memory` for both memory and new
     positions, so a caller acting one step at a time can keep them: per step the cost is
@@ -398,7 +399,7 @@ def relative_attention(
     *,
     with_weights: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Transformer-XL relative attention (eq. 9 of reference 000) under any mask: the one
+    """Transformer-XL relative attention (Dai et al. 2019, sec. 3.3) under any mask: the one
     place every sequence-mode relative attention of txrl computes its scores.
 
     Queries ``h`` (B, T, D), keys/values (B, K, D) from ``attn.project_memory``.

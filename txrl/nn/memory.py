@@ -1,7 +1,8 @@
 """Transformer-XL's segment-level memory and the layer loop, shared by every backbone that
 caches layer inputs (TrXL, TrXL-I, GTrXL and the window variants).
 
-Dai et al. 2019, eq. (6) of ``references/000_4baccbf6ade0250f.txt``: layer l attends over
+Dai et al. 2019, "Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context",
+sec. 3.2 (segment-level recurrence): layer l attends over
 ``[SG(m^{l-1}) ; h^{l-1}]``, its stop-gradient inputs of the last M steps and the current ones.
 Legend: B envs, T steps, L layers (or depth steps), M memory slots, D width.
 
@@ -81,7 +82,7 @@ def memory_in_use(valid: torch.Tensor) -> torch.Tensor:
 
 
 class LayerMemoryBackbone(Backbone):
-    """Backbone with Transformer-XL's memory (eq. 6 of reference 000), per layer or depth step.
+    """Backbone with Transformer-XL's memory (Dai et al. 2019, sec. 3.2), per layer or depth step.
 
     State: :class:`MemoryState`; trace: :class:`MemoryTrace`. The layers are ``blocks``, each
     with ``attention_input(h)`` and ``forward(h, attended, stats)`` (:mod:`txrl.nn.blocks`)

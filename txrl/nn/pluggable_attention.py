@@ -191,7 +191,7 @@ def window_validity(allowed: torch.Tensor, m: int) -> torch.Tensor:
 
 
 class SegmentMemoryTransformer(LayerMemoryBackbone):
-    """Transformer-XL segment recurrence (eq. 6 of reference 000) with a pluggable attention.
+    """Transformer-XL segment recurrence (Dai et al. 2019, sec. 3.2) with a pluggable attention.
 
     Each attention module is a :class:`ConcatenatedMemoryAttention` implementing
     ``project_memory(z) -> (keys, values)`` on layer inputs (B, N, D) and ``forward(z, keys,
