@@ -54,8 +54,13 @@ class PPOUpdate(NamedTuple):
 class MemoryPPO(MemoryOnPolicyAlgorithm[PPOUpdate]):
     """PPO with a memory policy (GTrXL by default), usable like any SB3 algorithm.
 
-    >>> model = MemoryPPO("MlpGTrXLPolicy", "txrl/TMazePassive-v0", policy_kwargs=dict(memory_length=32))
-    >>> model.learn(10_000)
+    ```python
+    import txrl.envs  # registers the txrl/ environments
+    from txrl import MemoryPPO
+
+    model = MemoryPPO("MlpGTrXLPolicy", "txrl/TMazePassive-v0", policy_kwargs=dict(memory_length=32))
+    model.learn(10_000)
+    ```
 
     Parameters are SB3 PPO's, plus ``segment_length`` (steps per training sequence) and
     ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`): the fields of

@@ -54,7 +54,7 @@ class MemoryPPOSettings(PPOLossSettings, MemoryLearnerSettings):
     """Adam step size; ``lin_<number>`` (rl-baselines3-zoo's notation): from that number at
     the start linearly to 0 at the end of the budget."""
     ent_coef: NonNegativeFloat | LinearDecay = 0.0
-    """Entropy bonus coefficient (0, as SB3's PPO; the shipped configs use 0.01);
+    """Entropy bonus coefficient (0, as SB3's PPO; each config in ``configs/`` sets its own);
     ``lin_<number>``: from that number at the start linearly to 0 at the end of the budget
     (more exploration early, a settled policy late)."""
     n_steps: PositiveInt = 128
