@@ -1,7 +1,7 @@
 """The agent recipe: one training run of any learner and memory model, read top to bottom.
 
 Which agent it is comes from the config: ``algo`` picks the learner from
-:mod:`txrl.learners` (MemoryPPO, V-MPO, sb3-contrib's RecurrentPPO, ...) and ``policy``
+[`txrl.learners`][txrl.learners] (MemoryPPO, V-MPO, sb3-contrib's RecurrentPPO, ...) and ``policy``
 the memory model (GTrXL, TrXL-I, LSTM, any registered backbone). GTrXL-PPO, GTrXL-V-MPO
 (the learner Parisotto et al. 2019 trained GTrXL with) and LSTM-PPO differ only there, so
 a comparison between them measures the learner or the memory model and nothing else.
@@ -9,15 +9,15 @@ a comparison between them measures the learner or the memory model and nothing e
 What it wires together, all from ``txrl``:
 
 * **env**: ``config.env.id`` in an SB3 VecEnv of ``env.n_envs`` envs, restored exactly when
-  resuming (:meth:`txrl.run.run_dir.Run.envs`), and separate eval envs;
+  resuming (`txrl.run.run_dir.Run.envs`), and separate eval envs;
 * **policy**: the learner's policy for ``config.policy`` on the env's observations
-  (:func:`txrl.run.algorithms.policy_for`): features -> memory backbone -> actor and
+  ([`txrl.run.algorithms.policy_for`][txrl.run.algorithms.policy_for]): features -> memory backbone -> actor and
   critic heads;
-* **learner**: the algorithm of ``algo`` (:data:`txrl.run.algorithms.ALGORITHMS`, from the
-  learner's record in :data:`txrl.learners.LEARNERS`) with the config's learner section as
+* **learner**: the algorithm of ``algo`` ([`txrl.run.algorithms.ALGORITHMS`][txrl.run.algorithms.ALGORITHMS], from the
+  learner's record in [`txrl.learners.LEARNERS`][txrl.learners.LEARNERS]) with the config's learner section as
   its settings (``config.learner_settings``);
 * **logging**: TensorBoard, periodic evaluation, progress and atomic checkpoints
-  (:class:`txrl.run.run_dir.Run`, driven by :mod:`txrl.run.callbacks`).
+  (`txrl.run.run_dir.Run`, driven by `txrl.run.callbacks`).
 """
 
 from __future__ import annotations

@@ -1,21 +1,21 @@
 """Memory tasks for comparing memory architectures: tasks where memory is the difficulty.
 
-Importing ``txrl.envs`` registers these Gymnasium ids (:func:`register_envs`, idempotent):
+Importing ``txrl.envs`` registers these Gymnasium ids ([`register_envs`][envs.register_envs], idempotent):
 
 * ``txrl/TMaze-v0`` (active) and ``txrl/TMazePassive-v0``: the T-maze of Bakker (2001) in the
   two variants of Ni et al. (2023); kwarg ``length`` sets the corridor, hence the memory span
-  (:mod:`txrl.envs.tmaze`).
+  ([`txrl.envs.tmaze`][txrl.envs.tmaze]).
 * ``txrl/DelayedRecall-v0``: remember ``k`` of ``n_symbols`` symbols across ``delay`` steps of
-  distractors (:mod:`txrl.envs.delayed_recall`).
+  distractors ([`txrl.envs.delayed_recall`][txrl.envs.delayed_recall]).
 * ``txrl/MiniGrid-MemoryS7-v0`` ... ``txrl/MiniGrid-MemoryS17Random-v0``: MiniGrid's Memory
   tasks (Chevalier-Boisvert et al.) with SB3-compatible observations
-  (:mod:`txrl.envs.minigrid_memory`).
+  ([`txrl.envs.minigrid_memory`][txrl.envs.minigrid_memory]).
 * ``txrl/popgym-<Name>-v0``: the POPGym suite (Morad et al. 2023) with flat float32
-  observations; needs ``pip install txrl[popgym]`` (:mod:`txrl.envs.popgym_adapter`).
+  observations; needs ``pip install txrl[popgym]`` ([`txrl.envs.popgym_adapter`][txrl.envs.popgym_adapter]).
 * ``txrl/memorygym-<Name>-v0``: the Memory Gym suite (Pleines et al. 2025): Mortar Mayhem,
   Mystery Path and Searing Spotlights in their full, Grid and Endless versions, 84x84 pixel
   observations; needs ``pip install ".[memorygym]" && pip install --no-deps memory-gym==1.0.2``
-  (:mod:`txrl.envs.memory_gym_adapter`).
+  ([`txrl.envs.memory_gym_adapter`][txrl.envs.memory_gym_adapter]).
 
 All of them set ``info["is_success"]`` at the end of an episode (POPGym and Memory Gym: where
 the task defines a success), and take ``render_mode``: ``None`` or a mode of the env's
@@ -26,7 +26,7 @@ a task that draws nothing without it). Nothing here imports torch or Stable-Base
 In a process that has not imported txrl (SB3 ``SubprocVecEnv`` workers under ``spawn`` or
 ``forkserver``), use ``gym.make("txrl.envs:txrl/TMaze-v0", length=50)``, e.g.
 ``make_vec_env("txrl.envs:txrl/TMaze-v0", n_envs=8, vec_env_cls=SubprocVecEnv)``, or the
-picklable factories of :func:`make_env_fn`.
+picklable factories of [`make_env_fn`][envs.make_env_fn].
 """
 
 from .delayed_recall import DelayedRecallEnv

@@ -6,7 +6,7 @@ trace visibility, encode), which is most of the time of a step of ``MemoryEnv``
 the Memory task nothing in the grid changes during an episode (pick-up is mapped to toggle,
 and toggling a key or a ball does nothing; the agent never carries anything), so the view
 is a function of the episode's layout, the agent's cell and its heading.
-:class:`CachedViewMemoryEnv` keys MiniGrid's own ``gen_obs`` on exactly that and computes
+`CachedViewMemoryEnv` keys MiniGrid's own ``gen_obs`` on exactly that and computes
 each view once: a cache miss is upstream's code, a hit a copy of what it returned.
 
 The layout key is the grid's own encoding, taken once per episode, so any change of the

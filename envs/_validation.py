@@ -53,7 +53,7 @@ class RenderModeError(ValueError, TypeError):
 
 
 def check_render_mode(value: Any, modes: Sequence[str], task: str) -> str | None:
-    """Return ``value`` if it is ``None`` or one of ``modes``, else raise :class:`RenderModeError`
+    """Return ``value`` if it is ``None`` or one of ``modes``, else raise `RenderModeError`
     naming ``task`` and the valid modes."""
     choices = (None, *modes)
     if value not in choices:

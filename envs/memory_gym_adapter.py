@@ -9,17 +9,17 @@ go out), each in a full version, a Grid version (discrete moves on a grid, Discr
 actions; Searing Spotlights has none) and an Endless version.
 
 It is an optional extra of txrl: memory-gym 1.0.2 pins gymnasium 0.29 and pygame 2.4, so it is
-installed without its dependencies (see :data:`MEMORY_GYM_INSTALL_HINT`); this module imports
+installed without its dependencies (see `MEMORY_GYM_INSTALL_HINT`); this module imports
 it only when an env is made, so ``import txrl.envs`` works without it.
 
 Ids: ``txrl/memorygym-<Name>-v0`` where ``<Name>`` is Memory Gym's own id without ``-v0``
-(:data:`MEMORY_GYM_ENV_NAMES`), e.g. ``txrl/memorygym-MortarMayhem-Grid-v0`` for
+(`MEMORY_GYM_ENV_NAMES`), e.g. ``txrl/memorygym-MortarMayhem-Grid-v0`` for
 ``MortarMayhem-Grid-v0``. Observations are Memory Gym's 84x84x3 uint8 frames (pygame's
 column-major layout, so the image is transposed; ``render()`` gives it upright), and for
 ``MortarMayhemB`` a ``Dict`` that adds the one-hot command sequence; actions are
 ``Discrete(4)`` (Grid versions and Endless Mystery Path) or ``MultiDiscrete([3, 3])``.
 
-What the adapter (:class:`MemoryGymTask`) adds, and why:
+What the adapter ([`MemoryGymTask`][txrl.envs.memory_gym_adapter.MemoryGymTask]) adds, and why:
 
 * ``reset_params``: Memory Gym reads its task settings (``max_steps``, ``command_count``,
   ...) from ``reset(options=...)``, which vectorised envs never pass, so ``gym.make`` takes
@@ -203,10 +203,10 @@ class MemoryGymTask(gym.Wrapper, gym.utils.RecordConstructorArgs):
 def make_memory_gym_env(
     name: str, render_mode: str | None = None, reset_params: dict[str, Any] | None = None
 ) -> gym.Env:
-    """Build the Memory Gym task ``name`` wrapped in :class:`MemoryGymTask`.
+    """Build the Memory Gym task ``name`` wrapped in [`MemoryGymTask`][txrl.envs.memory_gym_adapter.MemoryGymTask].
 
     Args:
-        name: a task of :data:`MEMORY_GYM_ENV_NAMES`, e.g. ``"MortarMayhem-Grid"``.
+        name: a task of `MEMORY_GYM_ENV_NAMES`, e.g. ``"MortarMayhem-Grid"``.
         render_mode: ``None``, ``"rgb_array"`` (the 84x84 observation, upright),
             ``"debug_rgb_array"`` (a 336x336 view with the ground truth marked) or
             ``"human"`` (a window).

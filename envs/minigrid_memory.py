@@ -8,18 +8,18 @@ corridor out of sight of it, and must step onto the matching one of two objects 
 Upstream observations are a ``Dict`` with a text ``MissionSpace``, which SB3 rejects. Here:
 
 * default: the 7x7x3 egocentric view alone, ``Box(0, 255, (7, 7, 3), uint8)``, channel-last,
-  via MiniGrid's own :class:`minigrid.wrappers.ImgObsWrapper`. The three channels are
+  via MiniGrid's own `minigrid.wrappers.ImgObsWrapper`. The three channels are
   categorical codes (object type, colour, door state), not pixels, so the values are small;
   SB3's ``MlpPolicy`` flattens it, a small custom CNN can read it as an image (SB3's
   ``NatureCNN`` needs at least 36x36 and ``check_env`` warns about that, as it must).
 * ``with_direction=True``: ``Dict(image=Box(...), direction=Discrete(4))`` via Gymnasium's
-  :class:`~gymnasium.wrappers.FilterObservation` (use SB3's ``MultiInputPolicy``).
+  `FilterObservation` (use SB3's ``MultiInputPolicy``).
 
 ``info["is_success"]`` is set at the end of each episode: ``True`` iff the agent stepped on the
 matching object, which is exactly when the upstream reward ``1 - 0.9 * t / max_steps`` is
 positive (the wrong object ends the episode with reward 0; a timeout truncates).
 
-``info["cue_step"]`` and ``info["decision_step"]`` (:class:`MemoryStepsInfo`) say when memory
+``info["cue_step"]`` and ``info["decision_step"]`` (`MemoryStepsInfo`) say when memory
 matters, for tools that mark those steps on pictures of the agent's attention: steps count
 observations from 0 (the reset's); ``cue_step`` is the first observation in which the object
 of the start room is in view (the agent may start in the hallway, facing away from it, and
@@ -28,16 +28,16 @@ of the two objects at the hallway's end. ``info["cue_in_view"]`` is in every obs
 info: whether that observation shows the object (an agent may look at it many times, and a
 later look may be the one its memory keeps).
 
-``actions=["left", "right", "forward"]`` (names of :class:`minigrid.core.actions.Actions`)
-keeps only those actions (:class:`~txrl.envs.wrappers.DiscreteActionSubset`); the task needs
+``actions=["left", "right", "forward"]`` (names of `minigrid.core.actions.Actions`)
+keeps only those actions ([`DiscreteActionSubset`][txrl.envs.wrappers.DiscreteActionSubset]); the task needs
 no others, the upstream task offers all 7 (pickup, drop, toggle and done change nothing here).
 
-Observations are memoised (:class:`~txrl.envs._minigrid_cached.CachedViewMemoryEnv`): the
+Observations are memoised (`CachedViewMemoryEnv`): the
 grid of a Memory episode never changes, so each view (layout, cell, heading) is built once by
 MiniGrid's own code and copied after that, the same arrays without building them again;
 ``cache_views=False`` steps the upstream class as it is.
 
-Ids (registered by :func:`txrl.envs.register_envs`): ``txrl/MiniGrid-MemoryS7-v0``, ``S9``,
+Ids (registered by `txrl.envs.register_envs`): ``txrl/MiniGrid-MemoryS7-v0``, ``S9``,
 ``S11``, ``S13``, ``S13Random``, ``S17Random``, one per upstream ``MiniGrid-Memory*-v0``.
 Extra kwargs (``max_steps``, ...) go to ``minigrid.envs.MemoryEnv``.
 MiniGrid is imported when an env is made, not when ``txrl.envs`` is imported.
@@ -141,7 +141,7 @@ def make_minigrid_memory(
     """Build a MiniGrid Memory env with the compact observation described in the module doc.
 
     Args:
-        upstream_id: one of the values of :data:`MINIGRID_MEMORY_IDS`.
+        upstream_id: one of the values of `MINIGRID_MEMORY_IDS`.
         with_direction: also return the agent's heading (``Dict`` observation).
         actions: names of MiniGrid actions to keep, in order (e.g. ``["left", "right",
             "forward"]``); ``None``: all 7 upstream actions.

@@ -7,7 +7,7 @@ optional extra of txrl (``pip install txrl[popgym]``): this module imports it on
 env is made, so ``import txrl.envs`` works, and stays fast, without it.
 
 Ids: ``txrl/popgym-<Name>-v0`` where ``<Name>`` is a POPGym class name (see
-:data:`POPGYM_ENV_NAMES`): the 14 task families (``RepeatFirst``, ...) whose constructor
+`POPGYM_ENV_NAMES`): the 14 task families (``RepeatFirst``, ...) whose constructor
 kwargs can be passed to ``gym.make``, and their fixed ``Easy``/``Medium``/``Hard`` presets,
 which take no kwargs. Every id takes ``render_mode``: ``None``, or for the CartPole and
 Pendulum tasks ``"human"`` or ``"rgb_array"`` (the card and board tasks draw nothing). Names
@@ -24,18 +24,18 @@ What the adapter changes, and why:
 * Actions: ``Box`` actions (the Pendulum tasks) are rescaled to [-1, 1] with
   ``RescaleAction`` (``normalize_actions=False`` keeps POPGym's range); discrete actions are
   untouched (``MultiDiscrete`` for Battleship and MineSweeper, which SB3 supports).
-* Infos: :class:`~txrl.envs.wrappers.FreshInfo` copies the info arrays, because CountRecall
+* Infos: [`FreshInfo`][txrl.envs.wrappers.FreshInfo] copies the info arrays, because CountRecall
   and MultiarmedBandit hand out the same mutable array on every call, which Gymnasium 1.x's
   ``check_env`` rejects.
-* ``min_decks`` (the families of :data:`POPGYM_VARIABLE_DECK_FAMILIES`: Autoencode,
+* ``min_decks`` (the families of `POPGYM_VARIABLE_DECK_FAMILIES`: Autoencode,
   RepeatPrevious, RepeatFirst, CountRecall, HigherLower): each episode deals a number of
-  decks drawn log-uniformly between ``min_decks`` and ``num_decks`` (:class:`VariableDecks`),
+  decks drawn log-uniformly between ``min_decks`` and ``num_decks`` ([`VariableDecks`][txrl.envs.popgym_adapter.VariableDecks]),
   so one env mixes short episodes with long ones, as the T-maze's ``min_length`` mixes
   corridors; the env's spaces are those of ``num_decks`` decks. ``None`` (the default) keeps
   POPGym's fixed ``num_decks``. Concentration also takes ``num_decks`` but shows every card
   of its decks, so its observation grows with the count: ``min_decks`` is refused there.
 * ``info["is_success"]`` on the last step, only where the task defines a win (see
-  :data:`POPGYM_SUCCESS_RULES`): Battleship (all ships sunk), Concentration (all pairs
+  [`POPGYM_SUCCESS_RULES`][txrl.envs.popgym_adapter.POPGYM_SUCCESS_RULES]): Battleship (all ships sunk), Concentration (all pairs
   found), MineSweeper (every free square revealed without hitting a mine) and the three
   CartPole variants (pole kept up for the whole episode). The other tasks (Autoencode,
   RepeatFirst, RepeatPrevious, CountRecall, HigherLower, MultiarmedBandit and the Pendulum
@@ -137,7 +137,7 @@ class VariableDecks(gym.Env):
     reset draws a count log-uniformly on that range (rounded: every scale of episode length
     about equally often) and plays that env's episode. The spaces are those of the largest
     count, ``num_decks``: the observation space is the same at every count (the families of
-    :data:`POPGYM_VARIABLE_DECK_FAMILIES`), and CountRecall's answers, counts up to its
+    `POPGYM_VARIABLE_DECK_FAMILIES`), and CountRecall's answers, counts up to its
     decks' cards, are then those of its longest episodes (a smaller deal takes the larger
     answers as wrong ones). Each env scales its rewards by its own episode length, so an
     episode pays between -1 and 1 whatever its length, as in POPGym. ``decks`` is the count
@@ -182,14 +182,14 @@ def make_popgym_env(
     """Build the POPGym task ``name`` with the flat float32 observations described above.
 
     Args:
-        name: a POPGym class name from :data:`POPGYM_ENV_NAMES`.
+        name: a POPGym class name from `POPGYM_ENV_NAMES`.
         normalize_actions: rescale a ``Box`` action space to [-1, 1].
         render_mode: ``None`` or a mode of the task's ``metadata["render_modes"]`` (the
             CartPole and Pendulum tasks: ``"human"``, ``"rgb_array"``; the others draw
             nothing). Accepted by presets and families alike.
         min_decks: ``None``, or for a family that takes ``num_decks``, the fewest decks an
             episode deals: each episode's count is drawn log-uniformly between ``min_decks``
-            and ``num_decks`` (:class:`VariableDecks`).
+            and ``num_decks`` ([`VariableDecks`][txrl.envs.popgym_adapter.VariableDecks]).
         **kwargs: constructor kwargs of a family (e.g. ``num_decks``); presets take none.
     """
     if name not in POPGYM_ENV_NAMES:
@@ -245,7 +245,7 @@ def make_popgym_env(
 
 
 def _variable_decks(name: str, cls: type, min_decks: Any, kwargs: dict[str, Any]) -> VariableDecks:
-    """:class:`VariableDecks` of the family ``cls``, after checking that it deals decks and
+    """[`VariableDecks`][txrl.envs.popgym_adapter.VariableDecks] of the family ``cls``, after checking that it deals decks and
     that ``min_decks`` is at most its ``num_decks``."""
     families = ", ".join(POPGYM_VARIABLE_DECK_FAMILIES)
     parameter = inspect.signature(cls).parameters.get("num_decks")

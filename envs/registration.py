@@ -1,13 +1,13 @@
 """Gymnasium registration of the txrl memory tasks, and a picklable env factory.
 
-Registering happens when ``txrl.envs`` is imported (:func:`register_envs`). Entry points are
+Registering happens when ``txrl.envs`` is imported (`register_envs`). Entry points are
 ``"module:attr"`` strings, so nothing heavy (MiniGrid, POPGym, Memory Gym) is imported until an env is
 made. A process that has not imported txrl (e.g. a ``SubprocVecEnv`` worker started with
 ``spawn``/``forkserver``) can still build a task with Gymnasium's ``"module:id"`` form::
 
     gym.make("txrl.envs:txrl/TMaze-v0", length=50)
 
-or with :func:`make_env_fn`, whose factories import ``txrl.envs`` themselves.
+or with `make_env_fn`, whose factories import ``txrl.envs`` themselves.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def register_envs() -> None:
 
 @dataclass(frozen=True)
 class EnvFactory:
-    """Picklable env constructor, callable without arguments; see :func:`make_env_fn`."""
+    """Picklable env constructor, callable without arguments; see `make_env_fn`."""
 
     env_id: str
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -114,7 +114,7 @@ def make_env_fn(env_id: str, *, previous_action_reward: bool = False, **kwargs: 
     For vectorised envs, e.g. ``SubprocVecEnv([make_env_fn("txrl/TMaze-v0", length=50)] * 8,
     start_method="spawn")``. ``env_id`` may be any registered id, or ``"module:id"``.
     The id is looked up now, so a typo fails here rather than in a worker process.
-    ``previous_action_reward=True`` wraps the env in :class:`PreviousActionReward`.
+    ``previous_action_reward=True`` wraps the env in `PreviousActionReward`.
     """
     module, _, name = env_id.rpartition(":")
     if module:

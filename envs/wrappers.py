@@ -1,14 +1,14 @@
 """Small wrappers used by the txrl adapters of third-party memory tasks.
 
-* :class:`EpisodeSuccessInfo` adds ``info["is_success"]`` (the key Stable-Baselines3 logs as
+* `EpisodeSuccessInfo` adds ``info["is_success"]`` (the key Stable-Baselines3 logs as
   ``success_rate``) on the last step of an episode, under a named success rule.
-* :class:`FreshInfo` gives every ``reset``/``step`` its own info arrays; some POPGym tasks
+* `FreshInfo` gives every ``reset``/``step`` its own info arrays; some POPGym tasks
   (Morad et al. 2023) return the same mutable array on every call, which Gymnasium 1.x's
   ``check_env`` rejects and which silently rewrites infos a caller has stored.
-* :class:`DiscreteActionSubset` keeps some actions of a ``Discrete`` space (MiniGrid's Memory
+* `DiscreteActionSubset` keeps some actions of a ``Discrete`` space (MiniGrid's Memory
   tasks need only 3 of its 7).
 
-All of them inherit :class:`gymnasium.utils.RecordConstructorArgs`, so ``env.spec`` records them
+All of them inherit `gymnasium.utils.RecordConstructorArgs`, so ``env.spec`` records them
 and ``gymnasium.make(env.spec)`` can rebuild the env.
 """
 
@@ -71,7 +71,7 @@ class EpisodeSuccessInfo(gym.Wrapper, gym.utils.RecordConstructorArgs):
     Args:
         env: the env to wrap; the rule sees its raw ``(action, reward, terminated,
             truncated)``, so wrap before anything that rewrites rewards.
-        rule: a key of :data:`SUCCESS_RULES`. Rules are named rather than passed as
+        rule: a key of `SUCCESS_RULES`. Rules are named rather than passed as
             callables so that the wrapper's recorded kwargs stay plain, picklable data.
     """
 

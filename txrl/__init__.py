@@ -1,10 +1,10 @@
 """txrl: transformer memory for reinforcement-learning agents.
 
 ``txrl.make_backbone`` builds any memory model behind the backbone protocol; the algorithms
-that train the learners of :mod:`txrl.learners` are attributes by their class names
+that train the learners of [`txrl.learners`][txrl.learners] are attributes by their class names
 (``txrl.MemoryPPO``, ``txrl.VMPO``, ``txrl.RecurrentPPO``: the classes of
-:data:`txrl.run.algorithms.ALGORITHMS`). Everything is imported on first use
-(:func:`__getattr__`), so that ``import txrl.envs`` (the tasks) does not pull in torch or
+[`txrl.run.algorithms.ALGORITHMS`][txrl.run.algorithms.ALGORITHMS]). Everything is imported on first use
+(`__getattr__`), so that ``import txrl.envs`` (the tasks) does not pull in torch or
 Stable-Baselines3.
 """
 

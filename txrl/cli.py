@@ -4,7 +4,7 @@ Bad input (a config key, type or value; a run directory that cannot be used) end
 message naming what is wrong and what is valid, exit status 2, before any training starts.
 Arguments and configs are checked before torch is imported, so ``--help`` and mistakes
 answer at once. Each subcommand is a ``_<name>(args) -> exit status`` handler registered in
-:func:`build_parser`.
+`build_parser`.
 """
 
 from __future__ import annotations
@@ -377,7 +377,7 @@ INTERRUPTED = 130  # the shell's status of a process ended by SIGINT (128 + 2)
 
 
 def disk_error_message(error: OSError, run_dir: Path | None) -> str:
-    """One line for an :data:`DISK_ERRNOS` error: the path, the cause and what to do next."""
+    """One line for an `DISK_ERRNOS` error: the path, the cause and what to do next."""
     cause = f"{error.filename or 'a file'}: {error.strerror} [{errno.errorcode.get(error.errno or 0, error.errno)}]"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         todo = "free space on that disk (or raise the quota)"

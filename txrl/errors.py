@@ -2,7 +2,7 @@
 (no torch).
 
 ``txrl`` checks what it is given before it imports torch, so these live apart from the
-modules that raise them most (:mod:`txrl.config`, :mod:`txrl.run.run_dir`, :mod:`txrl.run.train`).
+modules that raise them most ([`txrl.config`][txrl.config], `txrl.run.run_dir`, `txrl.run.train`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 
     The data goes to a temporary file beside ``path`` first; when anything fails (a full
     disk, a read-only directory, Ctrl-C) the temporary file is removed and the error raised,
-    an :class:`OSError` naming ``path`` itself (the file that could not be written).
+    an `OSError` naming ``path`` itself (the file that could not be written).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"

@@ -6,9 +6,9 @@ the plain residual connection of TrXL-I. ``x`` is the skip stream (the block's i
 the sub-layer's output (attention over the memory, or the MLP).
 
 Two sides read each declaration and neither imports the other, so they live here, below both:
-the Transformer-XL family's settings (:mod:`txrl.backbones.trxl`: a config's ``gate`` and
+the Transformer-XL family's settings (`txrl.backbones.trxl`: a config's ``gate`` and
 ``gate_bias``, checked without torch; the default b_g its model builds a gate with) and the
-module that computes the gate (:mod:`txrl.nn.gates`: each gate class holds its declaration,
+module that computes the gate ([`txrl.nn.gates`][txrl.nn.gates]: each gate class holds its declaration,
 so its name, and ``txrl inspect``'s reading of it, come from here).
 """
 

@@ -2,12 +2,12 @@
 
 A saved model (SB3's archive pickles the class of its rollout buffer, V-MPO's loss settings
 and whatever else the algorithm keeps) and a checkpoint's resume state name each class by
-its module's path. When a module moves, :data:`MOVED_MODULES` maps its old path to the
-module that holds those classes now, and :func:`install` (called by ``import txrl``) puts a
+its module's path. When a module moves, [`MOVED_MODULES`][txrl.moved_modules.MOVED_MODULES] maps its old path to the
+module that holds those classes now, and [`install`][txrl.moved_modules.install] (called by ``import txrl``) puts a
 finder on ``sys.meta_path`` that imports the new module under the old name. So
 ``MemoryPPO.load(path)``, ``txrl eval`` and ``txrl train --resume`` read those files as they
 read new ones, and ``import txrl.rl.buffer`` in old user code still works, with a
-:class:`DeprecationWarning` that names the new path.
+`DeprecationWarning` that names the new path.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class _Alias(importlib.abc.Loader):
 
 
 class _MovedModuleFinder(importlib.abc.MetaPathFinder):
-    """Finds each old path of :data:`MOVED_MODULES` and the packages above it that are gone.
+    """Finds each old path of [`MOVED_MODULES`][txrl.moved_modules.MOVED_MODULES] and the packages above it that are gone.
 
     It is the last finder on ``sys.meta_path``, asked only for what no other finder found:
     a module that exists under an old path is imported as itself."""

@@ -1,9 +1,9 @@
 """The matplotlib setup shared by ``txrl compare`` and ``txrl inspect``.
 
-Figures are made with matplotlib's object-oriented API (:class:`matplotlib.figure.Figure`),
+Figures are made with matplotlib's object-oriented API (`matplotlib.figure.Figure`),
 never pyplot: no global figure state, no display backend to pick, so plotting works the same
 in a worker process, on a headless machine and in a notebook. A PNG is rendered by the Agg
-canvas into memory and written atomically (:func:`txrl.files.atomic_write`), so a run
+canvas into memory and written atomically (`txrl.files.atomic_write`), so a run
 killed while saving leaves the previous picture, not half a file. matplotlib is the ``plots``
 extra: importing this module does not import it.
 """

@@ -1,13 +1,13 @@
 """The names of txrl's memory policy classes: ``<encoder><backbone>Policy``.
 
 The encoder part is the kind of observations the policy reads (``Mlp``, ``Cnn`` or
-``MultiInput``), the backbone part one of :data:`MEMORY_POLICY_NAMES` for a built-in
-backbone, or ``Memory`` (:data:`GENERIC_POLICY_NAME`) for the policy that takes any
+``MultiInput``), the backbone part one of [`MEMORY_POLICY_NAMES`][txrl.policy_names.MEMORY_POLICY_NAMES] for a built-in
+backbone, or ``Memory`` ([`GENERIC_POLICY_NAME`][txrl.policy_names.GENERIC_POLICY_NAME]) for the policy that takes any
 registered backbone through ``policy_kwargs=dict(backbone=...)``: ``MlpGTrXLPolicy``,
 ``CnnLstmPolicy``, ``MultiInputMemoryPolicy``.
 
-Two sides read this one rule: the memory learners' records (:mod:`txrl.learners`), which name
-the policy a config trains without torch, and :mod:`txrl.sb3.policies`, which writes out one
+Two sides read this one rule: the memory learners' records ([`txrl.learners`][txrl.learners]), which name
+the policy a config trains without torch, and `txrl.sb3.policies`, which writes out one
 class of each name (a test checks them against this rule). Neither imports the other, so the
 rule lives here, below both, and imports nothing.
 """

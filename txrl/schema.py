@@ -1,20 +1,20 @@
 """The checker behind every config: YAML data -> frozen dataclass, every problem reported.
 
 A config section is a frozen dataclass whose fields carry their type (``Annotated`` with an
-:class:`Interval` for a range) and a docstring. :func:`from_mapping` builds one from plain
-data and collects every problem before it reports (a :class:`~txrl.errors.ConfigError`
+[`Interval`][txrl.stats.Interval] for a range) and a docstring. [`from_mapping`][txrl.schema.from_mapping] builds one from plain
+data and collects every problem before it reports (a [`ConfigError`][txrl.errors.ConfigError]
 with one line per problem, each naming the key by its dotted path and the form it must
 take). Two conveniences, both because of YAML: numbers written without a dot (``3e-4``,
 which PyYAML reads as a string) are accepted where a number is expected, and an
 integer-valued float (``1.0e5``) where an integer is.
 
-It depends on nothing of txrl but its errors: the config's sections (:mod:`txrl.config`)
-and the learners' settings (each learner's ``settings`` module in :mod:`txrl.learners`, the
+It depends on nothing of txrl but its errors: the config's sections ([`txrl.config`][txrl.config])
+and the learners' settings (each learner's ``settings`` module in [`txrl.learners`][txrl.learners], the
 V-MPO loss's included) all declare their fields with its types, and the config reads the
 learners' registry, so the checker sits below both.
 
 Why not pydantic or OmegaConf: the sections are also the learners' settings
-(:mod:`txrl.learners`), which must stay plain dataclasses importable without extra
+([`txrl.learners`][txrl.learners]), which must stay plain dataclasses importable without extra
 dependencies, and the messages (the valid range in words, "did you mean", the note on
 settings a backbone does not have) are tested as they are. Collecting problems instead of
 raising at the first one is all either library would have added, and it is a few lines here.
@@ -225,7 +225,7 @@ T = TypeVar("T")
 def from_mapping(cls: type[T], data: Any, path: str = "") -> T:
     """Build dataclass ``cls`` from ``data``, checking every key and value (see module doc).
 
-    Every problem is found before one is reported: the :class:`ConfigError` lists them all.
+    Every problem is found before one is reported: the `ConfigError` lists them all.
     """
     problems: list[str] = []
     built = _build(cls, data, path, problems)

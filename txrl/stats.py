@@ -25,12 +25,12 @@ Legend: R runs (seeds) of one variant, K tasks. A score matrix is (R, K), higher
 and scores of different tasks should be on one scale (success rates, or normalised returns).
 
 Everything above needs rliable (and its scipy); importing the module needs neither, so
-callers can ask :func:`available` and fall back. rliable 1.2 imports ``arch``, whose 7.x releases (the ones rliable accepts) do not import
+callers can ask [`available`][txrl.stats.available] and fall back. rliable 1.2 imports ``arch``, whose 7.x releases (the ones rliable accepts) do not import
 under pandas 3: install the ``stats`` extra, which pins the working pair.
 
 The rest is numpy only: the small-sample intervals of one evaluation (Wilson's score interval
 of a success rate, a percentile bootstrap of a mean return), the plain IQM, and the estimates
-``txrl compare`` draws in its tables and plots (:func:`iqm_interval`, :func:`mean_band`),
+``txrl compare`` draws in its tables and plots ([`iqm_interval`][txrl.stats.iqm_interval], [`mean_band`][txrl.stats.mean_band]),
 which use rliable when it imports and fall back to the percentile bootstrap when it does not.
 """
 
@@ -330,7 +330,7 @@ def _independent_draws(arrays: Sequence[np.ndarray], reps: int) -> Iterator[list
     """``reps`` bootstrap draws of every array at once, each resampled on its own.
 
     Each array's runs are resampled within each task by rliable's ``StratifiedBootstrap``;
-    draws come from numpy's global RNG (seed it with :func:`_seeded`).
+    draws come from numpy's global RNG (seed it with `_seeded`).
     """
     library, _ = _rliable()
     streams = [library.StratifiedBootstrap(a).bootstrap(reps) for a in arrays]
@@ -406,9 +406,9 @@ NO_ESTIMATE = Interval(math.nan, math.nan, math.nan)
 def iqm_interval(scores: Any, reps: int = 2000) -> Interval:
     """IQM of a (runs,) or (runs, tasks) score array with its 95% stratified-bootstrap CI.
 
-    rliable's estimator and bootstrap (:func:`interval_estimates`); without rliable,
-    :func:`iqm` with a percentile bootstrap over all scores (not stratified). No scores
-    give :data:`NO_ESTIMATE`.
+    rliable's estimator and bootstrap ([`interval_estimates`][txrl.stats.interval_estimates]); without rliable,
+    [`iqm`][txrl.stats.iqm] with a percentile bootstrap over all scores (not stratified). No scores
+    give [`NO_ESTIMATE`][txrl.stats.NO_ESTIMATE].
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.size == 0:
@@ -422,7 +422,7 @@ def iqm_interval(scores: Any, reps: int = 2000) -> Interval:
 def mean_band(curves: np.ndarray, reps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
     """The 95% band, (lower, upper) each (T,), of the mean of (runs, T) learning curves.
 
-    rliable's stratified bootstrap at each point (:func:`curve_intervals`), or without
+    rliable's stratified bootstrap at each point ([`curve_intervals`][txrl.stats.curve_intervals]), or without
     rliable a percentile bootstrap of each point's mean.
     """
     if available() is None:

@@ -3,8 +3,8 @@
 rl-zoo3 fixes the choices of ``--algo`` from its ``ALGOS`` dict when its parser is built,
 before ``--gym-packages`` imports anything, so a package cannot add an algorithm from the
 command line. This entry point adds txrl's learners to ``ALGOS`` (each learner of
-:mod:`txrl.learners` with a ``zoo_name``: ``memory_ppo``, ``vmpo``, with its class from
-:data:`txrl.run.algorithms.ALGORITHMS`), imports :mod:`txrl.envs` (which registers the
+[`txrl.learners`][txrl.learners] with a ``zoo_name``: ``memory_ppo``, ``vmpo``, with its class from
+[`txrl.run.algorithms.ALGORITHMS`][txrl.run.algorithms.ALGORITHMS]), imports [`txrl.envs`][txrl.envs] (which registers the
 ``txrl/...`` ids) and hands over to rl-zoo3's own ``train`` or ``enjoy`` with the remaining
 arguments::
 
@@ -13,7 +13,7 @@ arguments::
 
 Without ``--conf-file``, ``train`` reads the hyperparameters of txrl's learners from txrl's
 own files (rl-zoo3's know nothing of txrl): ``configs/zoo/<algo>.yml`` of the repository,
-installed as the package data ``txrl/zoo_configs/<algo>.yml`` (:func:`hyperparameter_file`).
+installed as the package data ``txrl/zoo_configs/<algo>.yml`` (`hyperparameter_file`).
 Most txrl tasks have no ``render_mode="human"``: give ``enjoy`` ``--no-render``. rl-zoo3 is
 an optional extra, ``pip install 'txrl[zoo]'``.
 """

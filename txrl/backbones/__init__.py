@@ -4,24 +4,24 @@ A family is a package of its own, ``txrl/backbones/<family>/``:
 
 * ``__init__.py``, torch-free: the frozen settings dataclass of each backbone (its fields
   are every setting a user may give, with their defaults and checks) and a tuple
-  ``BACKBONES`` of :class:`BackboneRecord`, one per backbone of the family;
-* ``model.py``: its torch model, built from the papers' computation in :mod:`txrl.nn`
+  ``BACKBONES`` of [`BackboneRecord`][txrl.backbones.BackboneRecord], one per backbone of the family;
+* ``model.py``: its torch model, built from the papers' computation in `txrl.nn`
   (attention, blocks, gates, memory). The package's ``__init__`` holds the one function that
   imports it, ``_model()`` (``from txrl.backbones.<family> import model``), and each record
   builds through it, ``lambda settings: _model().build_x(settings)``, so the model module
-  is imported only when :func:`make_backbone` builds one.
+  is imported only when [`make_backbone`][txrl.backbones.make_backbone] builds one.
 
-:data:`BUILTIN_BACKBONES` below is the registry's whole table: the built-in families,
-imported by name, and their records in order. :mod:`txrl.backbones.transformer_settings`
-holds what the transformer families' settings share; :mod:`txrl.backbones.record` the
+[`BUILTIN_BACKBONES`][txrl.backbones.BUILTIN_BACKBONES] below is the registry's whole table: the built-in families,
+imported by name, and their records in order. [`txrl.backbones.transformer_settings`][txrl.backbones.transformer_settings]
+holds what the transformer families' settings share; `txrl.backbones.record` the
 record itself. Everything that needs the list of backbones reads it here:
-:func:`make_backbone`, the config's ``policy:`` section (:mod:`txrl.config`), the memory
-policies' keyword arguments (:mod:`txrl.sb3.policies`) and ``txrl compare``.
+[`make_backbone`][txrl.backbones.make_backbone], the config's ``policy:`` section ([`txrl.config`][txrl.config]), the memory
+policies' keyword arguments (`txrl.sb3.policies`) and ``txrl compare``.
 
 Nothing imported here imports torch, so a config is checked without it. Adding a built-in
 family is its package here (settings, records, ``model.py``), its row in
-:data:`BUILTIN_BACKBONES` and its test (``tests/backbones/test_<family>.py``). Outside
-txrl, call :func:`register_backbone`.
+[`BUILTIN_BACKBONES`][txrl.backbones.BUILTIN_BACKBONES] and its test (``tests/backbones/test_<family>.py``). Outside
+txrl, call [`register_backbone`][txrl.backbones.register_backbone].
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def register_backbone(
     learner, the configs (``policy.backbone: name``) and ``txrl compare`` through its name.
     ``implementation`` is ``callable(settings) -> Backbone``; without it this returns a
     decorator for that callable (``@register_backbone(name, cls)``), with it the new
-    :class:`BackboneRecord`.
+    [`BackboneRecord`][txrl.backbones.BackboneRecord].
     ``shared``: its settings a config's ``policy:`` section takes by name; ``None``: those of
     its fields that the built-in backbones share (``d_model``, ``n_layers``, ...).
     """
@@ -131,7 +131,7 @@ def register_backbone(
 
 
 def backbone_names() -> list[str]:
-    """Names accepted by :func:`make_backbone`."""
+    """Names accepted by [`make_backbone`][txrl.backbones.make_backbone]."""
     return sorted(_REGISTRY)
 
 
@@ -160,7 +160,7 @@ def make_backbone(name: str, **kwargs: Any) -> Any:
 
     Common settings: ``input_dim, d_model, n_layers, n_heads, memory_length, gate,
     gate_bias``; each backbone accepts the fields of its settings dataclass (see
-    :func:`backbone_config_class`). A setting the backbone does not have is an error that
+    [`backbone_config_class`][txrl.backbones.backbone_config_class]). A setting the backbone does not have is an error that
     names it and lists the valid ones.
     """
     record = get_backbone(name)

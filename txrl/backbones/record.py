@@ -1,9 +1,9 @@
-"""What a backbone declares to the registry: its :class:`BackboneRecord`. No torch.
+"""What a backbone declares to the registry: its [`BackboneRecord`][txrl.backbones.record.BackboneRecord]. No torch.
 
 A record names a backbone, its frozen settings dataclass and its builder. A built-in family's
 builder is a one-line function of its torch-free package that imports the family's ``model``
 module when it is called, so declaring a backbone (and checking a config against it) imports
-nothing of its torch model; :meth:`BackboneRecord.build` calls it.
+nothing of its torch model; [`BackboneRecord.build`][txrl.backbones.record.BackboneRecord.build] calls it.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ def setting_names(settings: type) -> list[str]:
 
 @dataclass(frozen=True)
 class BackboneRecord:
-    """One backbone: what ``policy.backbone`` names and how :func:`txrl.backbones.make_backbone`
+    """One backbone: what ``policy.backbone`` names and how [`txrl.backbones.make_backbone`][txrl.backbones.make_backbone]
     builds it."""
 
     name: str
-    """The name of :func:`~txrl.backbones.make_backbone`, ``policy.backbone`` and
+    """The name of [`make_backbone`][txrl.backbones.make_backbone], ``policy.backbone`` and
     ``backbone=`` of a policy."""
     settings: type
     """Frozen dataclass of its settings; ``input_dim`` is the one the policy fills in."""

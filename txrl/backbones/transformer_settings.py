@@ -1,10 +1,10 @@
 """Settings shared by the transformer families: validation and derived values, written once.
 
 Every transformer config (TrXL's and the variants') is a frozen dataclass that inherits
-:class:`CommonSettings`, so a bad width, head count, memory length, MLP width or dropout gets
+[`CommonSettings`][txrl.backbones.transformer_settings.CommonSettings], so a bad width, head count, memory length, MLP width or dropout gets
 the same error naming the setting, its value and what is valid, whichever backbone it is.
 No torch: the config checks read these classes, and each family's ``model`` module builds
-from them (the blocks of :mod:`txrl.nn.blocks` read ``d_model``, ``ff_width`` and
+from them (the blocks of [`txrl.nn.blocks`][txrl.nn.blocks] read ``d_model``, ``ff_width`` and
 ``dropout`` of them).
 """
 
@@ -105,7 +105,7 @@ class WindowConfig(CommonSettings):
 def transformer_record(
     name: str, settings: type, implementation: Callable[[Any], Any]
 ) -> BackboneRecord:
-    """The record of a transformer backbone: those of :data:`TRANSFORMER_SHARED` that its
+    """The record of a transformer backbone: those of `TRANSFORMER_SHARED` that its
     ``settings`` have are shared (``universal`` has no ``n_layers``, ``linear`` no
     ``memory_length``)."""
     fields = setting_names(settings)

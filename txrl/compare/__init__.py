@@ -1,7 +1,7 @@
 """``txrl compare``: a grid of variants x seeds, run in parallel, summarised from the runs' logs.
 
-A compare config (:class:`txrl.config.CompareConfig`) expands into runs, one per variant and
-seed. Each run is an ordinary training run (:func:`txrl.run.train.train`) in its own directory,
+A compare config ([`txrl.config.CompareConfig`][txrl.config.CompareConfig]) expands into runs, one per variant and
+seed. Each run is an ordinary training run ([`txrl.run.train.train`][txrl.run.train.train]) in its own directory,
 so a re-invoked comparison skips finished runs (their ``checkpoints/final.zip`` exists) and
 resumes half-done ones from their last checkpoint; ``only`` (``--only AXIS=LABEL``,
 ``--only seed=N``) runs part of the grid, so a study can be spread over sessions or
@@ -35,24 +35,24 @@ Both write the same layout::
       ray/                            Ray Tune's own experiment state (ray backend only)
                                       and the stop file of a stopped Ray compare
 
-Statistics follow Agarwal et al. 2021 through :mod:`txrl.stats` (rliable): IQM over seeds
+Statistics follow Agarwal et al. 2021 through [`txrl.stats`][txrl.stats] (rliable): IQM over seeds
 with stratified-bootstrap 95% CIs, probabilities of improvement, and Kendall's tau between
 our ranking and a reference one (``reference:`` in the config, e.g. the gating ablation of
 Parisotto et al. 2019, Table 1). Without rliable (the ``stats`` extra) the IQM's CI comes
-from :func:`txrl.stats.bootstrap_ci` and results.md says what is missing.
+from [`txrl.stats.bootstrap_ci`][txrl.stats.bootstrap_ci] and results.md says what is missing.
 
 Modules, one job each (each imports only those above it):
 
-* :mod:`~txrl.compare.plan`: the grid's runs (:class:`RunSpec`), their status, the order they
+* `plan`: the grid's runs (`RunSpec`), their status, the order they
   start in, ``--only``;
-* :mod:`~txrl.compare.backends`: one run in a worker (:func:`execute_run`), the local pool
+* `backends`: one run in a worker (`execute_run`), the local pool
   and the Ray Tune grid;
-* :mod:`~txrl.compare.summary`: the runs' logs read back, the estimates per variant and
+* `summary`: the runs' logs read back, the estimates per variant and
   over panels, runs.csv, results.csv and aggregate.csv;
-* :mod:`~txrl.compare.ranking`: our ranking against the reference;
-* :mod:`~txrl.compare.report`: results.md;
-* :mod:`~txrl.compare.plots`: curves.png, final.png and ranking.png;
-* :mod:`~txrl.compare.pipeline`: :func:`compare` and :func:`summarise`, which tie them together.
+* `ranking`: our ranking against the reference;
+* `report`: results.md;
+* `plots`: curves.png, final.png and ranking.png;
+* `pipeline`: `compare` and `summarise`, which tie them together.
 """
 
 from __future__ import annotations

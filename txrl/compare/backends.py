@@ -1,7 +1,7 @@
 """Where the runs of a comparison train: a local process pool, or a Ray Tune grid.
 
-Both backends call :func:`execute_run` once per run and report each run as it ends, through
-a :data:`Report` callback; a failing run is reported, not raised, so the others go on.
+Both backends call `execute_run` once per run and report each run as it ends, through
+a `Report` callback; a failing run is reported, not raised, so the others go on.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ _STOPPING: Any = None
 
 
 def _execute_unless_stopped(spec: RunSpec) -> dict[str, Any]:
-    """:func:`execute_run` in a local pool's worker, unless the compare has been stopped: a
+    """`execute_run` in a local pool's worker, unless the compare has been stopped: a
     run handed to the worker before the stop (a process pool queues one more than it runs)
     is not begun, and is reported as ``cancelled``."""
     if _STOPPING is not None and _STOPPING.is_set():
@@ -117,13 +117,13 @@ def _execute_unless_stopped(spec: RunSpec) -> dict[str, Any]:
 def _exit_with_parent(parent: int, stop: Any, graceful: Any) -> None:
     """Pool initializer: end this worker when the compare process that started it is gone,
     or when it sets ``stop`` (a ``multiprocessing`` event); when it sets ``graceful``, stop
-    this worker's run as a first Ctrl-C would (:func:`txrl.run.callbacks.request_stop`: at the
+    this worker's run as a first Ctrl-C would (`txrl.run.callbacks.request_stop`: at the
     end of its rollout, with a checkpoint there).
 
     A compare stopped by ``kill -9`` would otherwise leave its workers training on, holding
     their runs' locks, so the next ``txrl compare`` would find those runs taken. SIGINT is
     ignored here: a terminal's Ctrl-C reaches the whole process group, and the compare
-    process, which gets it too, tells its workers (:func:`run_local`).
+    process, which gets it too, tells its workers (`run_local`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     global _STOPPING
@@ -147,7 +147,7 @@ def _exit_with_parent(parent: int, stop: Any, graceful: Any) -> None:
 
 def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[dict[str, Any]]:
     """Run ``specs`` in a pool of ``workers`` processes (spawned: no forked torch state),
-    which end with this process however it ends (:func:`_exit_with_parent`).
+    which end with this process however it ends (`_exit_with_parent`).
 
     Ctrl-C (or SIGTERM) stops the running runs as it stops ``txrl train``: each goes on to
     the end of its rollout and its update, writes a checkpoint there and ends, so a resume
@@ -198,7 +198,7 @@ def run_local(specs: Sequence[RunSpec], workers: int, report: Report) -> list[di
 def _tune_trainable(param: dict[str, Any]) -> None:
     """Ray Tune function trainable: one run of the grid, reported once at its end. It stops
     its run as a first Ctrl-C would when the compare writes its stop file
-    (:func:`_watch_stop_file`); a run the compare was stopped before is not begun, and is
+    (`_watch_stop_file`); a run the compare was stopped before is not begun, and is
     reported as ``cancelled``."""
     from ray import tune
 
@@ -221,7 +221,7 @@ def _tune_trainable(param: dict[str, Any]) -> None:
 
 def _watch_stop_file(stop_file: Path, finished: threading.Event) -> None:
     """Until ``finished`` is set: once ``stop_file`` exists, stop this process's run as a
-    first Ctrl-C would (:func:`txrl.run.callbacks.request_stop`: after its rollout's update, with
+    first Ctrl-C would (`txrl.run.callbacks.request_stop`: after its rollout's update, with
     a checkpoint there). A file, not a signal: a trial runs in a thread of a Ray worker that
     may be on another node, and the compare's storage folder is one every node sees."""
     from txrl.run.callbacks import request_stop
@@ -234,7 +234,7 @@ def _watch_stop_file(stop_file: Path, finished: threading.Event) -> None:
 
 class _StopRequests:
     """The compare's SIGINT and SIGTERM handler while a Ray grid runs: the first signal
-    writes the stop file (:data:`STOP_FILE`), which the trials watch; the second raises
+    writes the stop file (`STOP_FILE`), which the trials watch; the second raises
     ``KeyboardInterrupt`` (Ray then ends the trials at once; each run resumes from its
     newest checkpoint)."""
 
@@ -344,7 +344,7 @@ def _environment(name: str, value: str) -> Iterator[None]:
 
 
 def _ray_outcome(run_dir: str, result: Any) -> dict[str, Any]:
-    """An outcome like :func:`execute_run`'s from a Tune result (``.metrics``, ``.error``)."""
+    """An outcome like `execute_run`'s from a Tune result (``.metrics``, ``.error``)."""
     if result.error is not None:
         return {"status": "failed", "run_dir": run_dir, "error": str(result.error)}
     return {"status": "failed", **(result.metrics or {}), "run_dir": run_dir}

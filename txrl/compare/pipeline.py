@@ -74,13 +74,13 @@ def compare(
 ) -> tuple[list[VariantSummary], list[dict[str, Any]]]:
     """Run the grid (skipping finished runs, resuming partial ones) and summarise it.
 
-    Half-done runs start first, then the rest seed by seed (:func:`launch_order`), so a
+    Half-done runs start first, then the rest seed by seed (`launch_order`), so a
     compare stopped part-way leaves every variant on the same seeds.
 
-    ``only`` (see :func:`select_runs`) runs part of the grid, e.g. one learner or some seeds
+    ``only`` (see `select_runs`) runs part of the grid, e.g. one learner or some seeds
     on another machine into the same ``out_dir``; the summary covers every finished run of
     the grid, whichever process ran it. ``until`` pauses each run at that step
-    (:func:`txrl.run.train.train`), e.g. a screen of the first steps of runs whose schedules
+    ([`txrl.run.train.train`][txrl.run.train.train]), e.g. a screen of the first steps of runs whose schedules
     span the whole budget; the same call without it continues them.
     """
     if backend not in ("local", "ray"):

@@ -1,10 +1,10 @@
 """Planning a comparison: the grid's runs, where they live, which are done, which to run.
 
-A compare config expands into one :class:`RunSpec` per variant and seed, each an ordinary
+A compare config expands into one `RunSpec` per variant and seed, each an ordinary
 training run in ``OUT/runs/<variant>/seed_<s>/``. A run's status comes from its directory
 alone (``finished``: its final checkpoint exists; ``partial``: a checkpoint to resume from;
 ``new``), so a re-invoked comparison skips and resumes without any state of its own.
-``--only`` selects part of the grid (:func:`select_runs`).
+``--only`` selects part of the grid (`select_runs`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def plan(config: CompareConfig, out_dir: Path) -> list[RunSpec]:
 
     Each run trains with one torch thread and no console tables; its progress goes to its
     ``train.log`` as a line every ``runtime.progress_every`` seconds (the log is not a
-    terminal, so :class:`txrl.run.callbacks.Progress` writes lines, not a bar). A run directory that
+    terminal, so `txrl.run.callbacks.Progress` writes lines, not a bar). A run directory that
     holds a run of another config is an error (nothing is overwritten).
     """
     variants = config.variants()
@@ -83,7 +83,7 @@ def launch_order(
     """The order ``specs`` start in: half-done runs first (they resume from their checkpoint),
     then seed by seed, every variant's first seed before any variant's second (grid order
     within a seed). A study stopped part-way, or cut short by its compute, so holds whole
-    seeds: its variants compare on the same seeds. ``status``: :meth:`RunSpec.status` by
+    seeds: its variants compare on the same seeds. ``status``: `RunSpec.status` by
     run directory. Reports keep grid order; only the launch order changes."""
     rank = {seed: i for i, seed in enumerate(seeds)}
     return sorted(specs, key=lambda s: (status.get(s.run_dir) != "partial", rank[s.seed]))

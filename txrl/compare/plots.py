@@ -1,8 +1,8 @@
 """The comparison's pictures: learning curves (curves.png), the final metric per variant
 (final.png) and, with a reference, our IQM against the reference score (ranking.png).
 
-Drawn with matplotlib's object-oriented API through :mod:`txrl.plotting` and saved
-atomically; the bands and intervals are :mod:`txrl.stats`'s.
+Drawn with matplotlib's object-oriented API through `txrl.plotting` and saved
+atomically; the bands and intervals are [`txrl.stats`][txrl.stats]'s.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _mean_curve(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Common timesteps, mean over seeds and its 95% band (seeds interpolated onto them).
 
-    The band is :func:`txrl.stats.mean_band`: rliable's stratified bootstrap at each
+    The band is [`txrl.stats.mean_band`][txrl.stats.mean_band]: rliable's stratified bootstrap at each
     timestep, or a percentile bootstrap without rliable.
     """
     curves = [(np.array(r.timesteps), np.array(r.values)) for r in v.records if r.timesteps]
@@ -91,7 +91,7 @@ def _curve_axes(config: CompareConfig, ax: Any, title: str) -> None:
 def plot_curves(config: CompareConfig, variants: list[VariantSummary], path: Path) -> None:
     """Learning curves (mean over seeds, 95% band), one block per label of ``config.panels``.
 
-    With up to :data:`MAX_CURVES_PER_PANEL` variants a block is one panel with a line each;
+    With up to `MAX_CURVES_PER_PANEL` variants a block is one panel with a line each;
     with more, overlapping bands hide each other, so each variant gets its own small panel
     (shared axes, the other variants' means in grey behind it). Legends and titles give the
     number of seeds each curve averages.

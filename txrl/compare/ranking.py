@@ -2,7 +2,7 @@
 
 Per panel, over all panels, or for the whole grid, the labels of the reference axis are
 ranked by our IQM and set against the reference's scores: Kendall's τ with its CI and the
-probabilities of improvement, both from :mod:`txrl.stats` (rliable; Agarwal et al. 2021).
+probabilities of improvement, both from [`txrl.stats`][txrl.stats] (rliable; Agarwal et al. 2021).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ def compare_to_reference(
 ) -> ReferenceComparison:
     """Rank ``(label, scores, estimate)`` by IQM against ``config.reference``.
 
-    Kendall's τ and its CI come from :func:`txrl.stats.kendall_tau` (Agarwal et al. 2021's
+    Kendall's τ and its CI come from [`txrl.stats.kendall_tau`][txrl.stats.kendall_tau] (Agarwal et al. 2021's
     stratified bootstrap over runs), the probabilities of improvement from
-    :func:`txrl.stats.probability_of_improvement`; without rliable only the ranks are given.
+    [`txrl.stats.probability_of_improvement`][txrl.stats.probability_of_improvement]; without rliable only the ranks are given.
     """
     reference = config.reference.scores
     reps = config.bootstrap_reps

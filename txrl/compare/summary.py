@@ -3,9 +3,9 @@ aggregate.csv.
 
 Each run's ``eval.jsonl`` gives its learning curve, its score (the final evaluation, or the
 mean over all of them with ``score: mean``) and when it first reached the threshold; a
-variant's score across seeds is the IQM with its 95% CI (:func:`txrl.stats.iqm_interval`).
+variant's score across seeds is the IQM with its 95% CI ([`txrl.stats.iqm_interval`][txrl.stats.iqm_interval]).
 With ``panels`` (tasks), each label combination of the other axes is also aggregated over
-every panel (:func:`aggregate_over_panels`).
+every panel (`aggregate_over_panels`).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class VariantSummary:
     labels: tuple[tuple[str, str], ...]
     records: list[RunRecord]
     reps: int = 2000
-    """Bootstrap resamples of :attr:`estimate`."""
+    """Bootstrap resamples of `estimate`."""
     _estimate: Interval | None = field(default=None, repr=False)
 
     @property
@@ -120,7 +120,7 @@ class GroupSummary:
     """One label combination of the non-panel axes, aggregated over the panels (tasks).
 
     ``scores`` is (R, K): the normalised final metric of the R seeds finished on all K
-    panels (see :func:`aggregate_over_panels`).
+    panels (see `aggregate_over_panels`).
     """
 
     labels: tuple[tuple[str, str], ...]

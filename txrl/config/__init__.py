@@ -2,19 +2,19 @@
 
 One module per job:
 
-* :mod:`txrl.config.sections`: the sections of a training config and :class:`TrainConfig`
-  (the learner's section is its settings dataclass from :mod:`txrl.learners`);
-* :mod:`txrl.config.files`: YAML files, ``--set`` overrides, a run directory's config;
-* :mod:`txrl.config.grid`: compare grids (:class:`CompareConfig`);
-* :mod:`txrl.config.checks`: the checks against the registries of backbones and learners.
+* `txrl.config.sections`: the sections of a training config and [`TrainConfig`][txrl.config.TrainConfig]
+  (the learner's section is its settings dataclass from [`txrl.learners`][txrl.learners]);
+* `txrl.config.files`: YAML files, ``--set`` overrides, a run directory's config;
+* `txrl.config.grid`: compare grids ([`CompareConfig`][txrl.config.CompareConfig]);
+* `txrl.config.checks`: the checks against the registries of backbones and learners.
 
-Every section is checked by :mod:`txrl.schema` (YAML data -> frozen dataclass, every problem
+Every section is checked by `txrl.schema` (YAML data -> frozen dataclass, every problem
 reported at once, each naming its dotted key and the valid form). The ``policy:`` section is
-checked against the backbone registry, :mod:`txrl.backbones`, and the learner's section is
-its settings from :mod:`txrl.learners`; both hold their settings without torch.
+checked against the backbone registry, [`txrl.backbones`][txrl.backbones], and the learner's section is
+its settings from [`txrl.learners`][txrl.learners]; both hold their settings without torch.
 
 Parsing imports no torch and builds no model or env; the checks that need a built backbone,
-an env or torch run once before training, in the run layer (:mod:`txrl.run.preflight`).
+an env or torch run once before training, in the run layer (`txrl.run.preflight`).
 """
 
 from txrl.config.checks import check_learner, check_policy

@@ -1,8 +1,8 @@
 """The checks of a training config against the registries of backbones and learners.
 
-Both registries are torch-free (:mod:`txrl.backbones`, :mod:`txrl.learners`), so these checks
-build nothing: ``txrl compare`` runs :func:`check_policy` on every variant of a grid while it
-plans, and training's preflight (:func:`txrl.run.preflight.resolve`) runs both before the
+Both registries are torch-free ([`txrl.backbones`][txrl.backbones], [`txrl.learners`][txrl.learners]), so these checks
+build nothing: ``txrl compare`` runs [`check_policy`][txrl.config.checks.check_policy] on every variant of a grid while it
+plans, and training's preflight ([`txrl.run.preflight.resolve`][txrl.run.preflight.resolve]) runs both before the
 checks that build a backbone, make an env or ask torch for the device.
 """
 
@@ -19,7 +19,7 @@ from txrl.learners import get_learner, learners
 def check_policy(policy: PolicyConfig) -> tuple[PolicyConfig, list[str]]:
     """The policy with inapplicable settings dropped (when asked), and what is wrong with it.
 
-    Reads the backbone registry (:mod:`txrl.backbones`, no torch) and builds nothing.
+    Reads the backbone registry ([`txrl.backbones`][txrl.backbones], no torch) and builds nothing.
     """
     names = backbone_names()
     if policy.backbone not in names:

@@ -50,7 +50,7 @@ MAX_YAML_VALUES = 100_000
 
 def load_yaml(text: str, name: str = "<string>") -> Any:
     """``yaml.safe_load`` of ``text`` (named ``name`` in messages), rejecting duplicate keys
-    and aliases that expand past :data:`MAX_YAML_VALUES` values or refer to themselves."""
+    and aliases that expand past `MAX_YAML_VALUES` values or refer to themselves."""
     loader = _UniqueKeyLoader(text)
     loader.name = name
     try:
@@ -65,7 +65,7 @@ def load_yaml(text: str, name: str = "<string>") -> Any:
 
 def _check_expanded_size(root: yaml.Node, name: str) -> None:
     """Raise ConfigError when the document of ``root`` would hold more than
-    :data:`MAX_YAML_VALUES` values with every alias expanded, or an alias inside its own
+    `MAX_YAML_VALUES` values with every alias expanded, or an alias inside its own
     anchor. An alias is the very node its anchor named, so the graph is walked with one
     count per node (linear in the text), not one per expanded copy."""
     sizes: dict[int, int] = {}
@@ -245,7 +245,7 @@ def dump_yaml(data: Any) -> str:
 
 
 def resume_config(stored: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
-    """A run's config with ``--set`` overrides for a resume (only :data:`RESUME_KEYS`)."""
+    """A run's config with ``--set`` overrides for a resume (only `RESUME_KEYS`)."""
     config = TrainConfig.from_dict(apply_overrides(stored.to_dict(), overrides))
     check_resume_changes(stored, config)
     return config

@@ -1,4 +1,4 @@
-"""The sections of a training config, and the config itself (:class:`TrainConfig`).
+"""The sections of a training config, and the config itself ([`TrainConfig`][txrl.config.sections.TrainConfig]).
 
 A training config (every section and key optional; the defaults and their meaning are the
 fields below)::
@@ -15,13 +15,13 @@ fields below)::
     runtime: {device: cpu, progress_bar: true}
 
 The section named after ``algo`` holds the learner's settings, read into
-:attr:`TrainConfig.learner_settings`: the fields of its settings dataclass, declared once in
-the learner's folder (``ppo``: :class:`txrl.learners.ppo.settings.MemoryPPOSettings`,
-``vmpo``: :class:`txrl.learners.vmpo.settings.VMPOSettings`, ``recurrent_ppo``:
-:class:`txrl.learners.recurrent_ppo.settings.RecurrentPPOSettings`).
+[`TrainConfig.learner_settings`][txrl.config.sections.TrainConfig.learner_settings]: the fields of its settings dataclass, declared once in
+the learner's folder (``ppo``: [`txrl.learners.ppo.settings.MemoryPPOSettings`][txrl.learners.ppo.settings.MemoryPPOSettings],
+``vmpo``: [`txrl.learners.vmpo.settings.VMPOSettings`][txrl.learners.vmpo.settings.VMPOSettings], ``recurrent_ppo``:
+[`txrl.learners.recurrent_ppo.settings.RecurrentPPOSettings`][txrl.learners.recurrent_ppo.settings.RecurrentPPOSettings]).
 
 Parsing checks keys, types, ranges and how fields fit together, and needs no torch; the
-checks that need an env, a built backbone or the device are :mod:`txrl.run.preflight`'s.
+checks that need an env, a built backbone or the device are `txrl.run.preflight`'s.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class EnvConfig:
     """The training environment."""
 
     id: str = "txrl/TMaze-v0"
-    """A registered Gymnasium id; the txrl tasks are ``txrl/...`` (see :mod:`txrl.envs`)."""
+    """A registered Gymnasium id; the txrl tasks are ``txrl/...`` (see [`txrl.envs`][txrl.envs])."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of ``gym.make(id, **kwargs)``, e.g. ``{length: 10}`` for the T-maze."""
     n_envs: PositiveInt = 8
@@ -61,7 +61,7 @@ class EnvConfig:
     ``subproc``: one process per env (in-flight episodes restart on resume)."""
     previous_action_reward: bool = False
     """Feed the previous action and reward to the agent with each observation, as the GTrXL
-    and V-MPO agents receive them (:class:`txrl.envs.PreviousActionReward`)."""
+    and V-MPO agents receive them (`txrl.envs.PreviousActionReward`)."""
     normalize_obs: bool = False
     """Wrap the envs in SB3's ``VecNormalize`` for observations (statistics are checkpointed)."""
     normalize_reward: bool = False
@@ -70,7 +70,7 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """The memory policy: a backbone from :func:`txrl.make_backbone` with actor and critic heads.
+    """The memory policy: a backbone from [`txrl.make_backbone`][txrl.make_backbone] with actor and critic heads.
 
     Settings left ``null`` take the backbone's own default. A setting the chosen backbone does
     not have (``gate`` for ``lstm``) is an error, unless ``inapplicable: drop`` clears it.
@@ -102,20 +102,20 @@ class PolicyConfig:
     """Observation encoder before the backbone; ``auto``: ``multi_input`` for Dict
     observations, ``cnn`` for images as SB3 sees them (uint8 pixels, e.g. Memory Gym's 84x84
     frames), else ``mlp`` (MiniGrid's 7x7x3 codes included: the memory policies embed them
-    with :class:`txrl.sb3.extractors.SymbolicGridExtractor`)."""
+    with `txrl.sb3.extractors.SymbolicGridExtractor`)."""
     encoder_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the encoder's class (SB3's ``features_extractor_kwargs``), e.g.
-    ``{features_dim: 128, pooled: true}`` for :class:`txrl.sb3.extractors.SymbolicGridExtractor`,
+    ``{features_dim: 128, pooled: true}`` for `txrl.sb3.extractors.SymbolicGridExtractor`,
     the encoder of MiniGrid-style views; a keyword the class does not take is an error."""
     predict_past: tuple[NonNegativeInt, ...] = ()
     """Steps back whose encoded observation the memory output must predict, an auxiliary
-    loss (``past_prediction``, see :class:`txrl.sb3.policies.MemoryActorCriticPolicy`)
+    loss (``past_prediction``, see [`txrl.sb3.policies.MemoryActorCriticPolicy`][txrl.sb3.policies.MemoryActorCriticPolicy])
     weighted by the learner's ``aux_loss_coef``; e.g. ``[1, 2, 4, 8, 16]``. Each offset must
     be below the learner's ``segment_length``; empty: no such loss (txrl's memory learners
     only)."""
     reconstruct_observation: bool = False
     """Decode each step's observation from the memory output, an auxiliary loss
-    (``observation_reconstruction``, see :mod:`txrl.sb3.reconstruction`) weighted by the
+    (``observation_reconstruction``, see `txrl.sb3.reconstruction`) weighted by the
     learner's ``aux_loss_coef``: pixels for images, codes for MiniGrid-style views, the vector
     otherwise; its gradient trains the encoder and the memory too. The loss Memory Gym's
     Transformer-XL agents needed (txrl's memory learners only)."""
@@ -250,7 +250,7 @@ class TrainConfig:
     name: str | None = None
     """Name of the run (prefix of its directory); ``null``: the config file's stem."""
     algo: str = "ppo"
-    """Learner, a name of :func:`txrl.learners.learner_names`: ``ppo`` (txrl.MemoryPPO),
+    """Learner, a name of [`txrl.learners.learner_names`][txrl.learners.learner_names]: ``ppo`` (txrl.MemoryPPO),
     ``vmpo`` (txrl.VMPO), ``recurrent_ppo`` (sb3-contrib's RecurrentPPO with its LSTM);
     the section of the same name holds its settings."""
     seed: NonNegativeInt = 0
@@ -261,7 +261,7 @@ class TrainConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     learner_settings: Any = field(default=None, metadata={"yaml": False})
     """The chosen learner's settings, its settings dataclass
-    (:attr:`txrl.learners.Learner.settings`): the YAML section named after ``algo``
+    (`txrl.learners.Learner.settings`): the YAML section named after ``algo``
     (``ppo:``); ``None`` when constructed: that learner's defaults."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
@@ -276,7 +276,7 @@ class TrainConfig:
         """Build and check a config: keys, types, ranges and how fields fit together.
 
         Every problem is reported at once. Needs no torch: the checks that need the
-        backbone registry or the env (and the device) are :func:`txrl.run.preflight.resolve`'s,
+        backbone registry or the env (and the device) are [`txrl.run.preflight.resolve`][txrl.run.preflight.resolve]'s,
         which training runs once before it starts.
         """
         if data is None:
@@ -310,7 +310,7 @@ class TrainConfig:
         return config
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data that :meth:`from_dict` reads back; the learner under its ``algo`` key."""
+        """Plain data that `from_dict` reads back; the learner under its ``algo`` key."""
         data: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name == "learner_settings":
@@ -393,7 +393,7 @@ def changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 
 def check_resume_changes(old: TrainConfig, new: TrainConfig) -> None:
-    """Raise ConfigError unless ``new`` differs from ``old`` only in :data:`RESUME_KEYS`."""
+    """Raise ConfigError unless ``new`` differs from ``old`` only in `RESUME_KEYS`."""
     changed = changed_keys(old.to_dict(), new.to_dict())
     fixed = [k for k in changed if k.split(".")[0] not in RESUME_KEYS]
     if fixed:

@@ -17,22 +17,22 @@ layers, H heads, A actions, D the model width):
   000), mapped from memory slots to *absolute* episode steps, so column 0 is the episode's
   first observation. Entries the step could not attend to are 0 and ``attendable`` (N, N)
   is False there. The weights come from the backbone's own attention through
-  :class:`txrl.nn.attention.AttentionRecorder`, not from a second implementation. Every
-  attention backbone hands them out (:func:`txrl.inspect.layers.attention_layers`): the
+  [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder], not from a second implementation. Every
+  attention backbone hands them out ([`txrl.inspect.layers.attention_layers`][txrl.inspect.layers.attention_layers]): the
   TrXL family, ``adaptive_span`` and ``sparse_*`` over their window; ``compressive`` over
   its raw window, and beside it ``compressed`` (L, H, N, Mc) over its compressed slots with
   ``compressed_slot`` (N, N), the slot that holds step j when step s acts (-1: none; the
   pending steps awaiting compression are in no slot); ``linear`` and ``performer`` through
   their equivalent weights ``phi(q_i)^T phi(k_j) / (phi(q_i)^T z_i + eps)`` over every step
   of the episode so far, which reproduce their output exactly and sum to 1 up to eps
-  (:class:`txrl.inspect.layers.KernelWeights`); ``linformer`` only as ``projected`` (L, H,
+  (`txrl.inspect.layers.KernelWeights`); ``linformer`` only as ``projected`` (L, H,
   N, k) over its k projected slots, each a learned mix of the whole window, so it has no
   map over steps. ``attention_kind`` says which. The cue's weight at the decision is that
   of the memory entry that holds the cue step: its key, or its compressed slot.
 * traces: the backbone's diagnostics (``Backbone.run(stats=True)``): each gate's mean
   activation per sub-layer (``layer0/gate_attention``, ``layer0/gate_mlp``; for GTrXL's GRU
   gate the update gate z of eq. 14, 1 = the block replaces its input by the sub-layer's
-  update, 0 = the identity map; :data:`txrl.inspect.layers.GATE_MEANINGS` says what 1 and 0
+  update, 0 = the identity map; `txrl.inspect.layers.GATE_MEANINGS` says what 1 and 0
   mean for each gate), attention entropy, memory in use; for backbones without attention
   weights, the norms of their recurrent state instead.
 * hidden (N, D) per layer: each block's output (``hidden/layer0``, ...) and the backbone's
@@ -65,11 +65,11 @@ where the env reports ``info["cue_in_view"]`` on every observation (MiniGrid-Mem
 the mass on every step up to the decision that showed the cue, ``sightings_mass``, beside
 uniform attention's share of those steps).
 
-Probes (``probe=TARGET``, :func:`probe_run`): "what does the memory hold, and when". Plays
+Probes (``probe=TARGET``, [`probe_run`][txrl.inspect.probe_run]): "what does the memory hold, and when". Plays
 ``episodes`` episodes (replays kept: they are samples of the task) and fits, per layer and
 per step, a linear softmax probe from the layer's output to a discrete per-episode target,
 scored on held-out episodes against chance (the most common value); the current
-observation alone is probed too, as the memoryless control (:mod:`txrl.inspect.probe`).
+observation alone is probed too, as the memoryless control (`txrl.inspect.probe`).
 Targets: ``cue``; ``success``; ``info:KEY`` (an info field's last value in the episode);
 ``obs:INDEX``, ``obs:INDEX@STEP``, ``obs:INDEX@cue`` (a flat observation feature at step 0,
 STEP or the cue step). ``probe_align`` counts steps from the episode's ``start``, its
@@ -127,7 +127,7 @@ DEFAULT_PROBE_EPISODES = 64
 
 @dataclasses.dataclass
 class InspectResult:
-    """What :func:`inspect_run` wrote and what it could not record."""
+    """What [`inspect_run`][txrl.inspect.inspect_run] wrote and what it could not record."""
 
     out_dir: Path
     checkpoint: Path
@@ -224,7 +224,7 @@ def inspect_run(
     """Play ``episodes`` (default 4) distinct episodes of a run's (or a checkpoint's) agent and
     write, in ``out_dir``: ``episode_<i>_attention.png``, ``episode_<i>_traces.png``,
     ``episode_<i>.npz`` (the data behind them), ``summary.png`` and ``summary.json``, and
-    with ``video`` ``episode_<i>.mp4``. With ``probe``, run :func:`probe_run` instead.
+    with ``video`` ``episode_<i>.mp4``. With ``probe``, run [`probe_run`][txrl.inspect.probe_run] instead.
     """
     if probe is not None:
         return probe_run(

@@ -2,8 +2,8 @@
 measures read from it (attention on the cue at the decision, where each head looks hardest)
 and its arrays as ``txrl inspect`` saves them (``episode_<i>.npz``).
 
-:func:`txrl.inspect.record.record_episodes` fills it; the package docstring
-(:mod:`txrl.inspect`) says what each field holds.
+[`txrl.inspect.record.record_episodes`][txrl.inspect.record.record_episodes] fills it; the package docstring
+([`txrl.inspect`][txrl.inspect]) says what each field holds.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class EpisodeRecord:
         the episode has no attention or decision step, or the env does not say when the cue
         was in view.
 
-        :meth:`cue_mass_at_decision` reads the first sighting only; an agent that looks at
+        `cue_mass_at_decision` reads the first sighting only; an agent that looks at
         the cue again (MiniGrid-Memory's agent may) can keep a later look instead."""
         seen = self.sightings_to_decision()
         if self.attention is None or self.attendable is None or seen is None:

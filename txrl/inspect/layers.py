@@ -90,7 +90,7 @@ def compressed_slots(allowed: np.ndarray, step: int, layout: KeyLayout, n_steps:
 @dataclasses.dataclass
 class EpisodeMaps:
     """One episode's recorded attention, per layer, head and acting step (see
-    :class:`txrl.inspect.episode.EpisodeRecord` for each field)."""
+    [`txrl.inspect.episode.EpisodeRecord`][txrl.inspect.episode.EpisodeRecord] for each field)."""
 
     attention: np.ndarray | None = None  # (L, H, N, N) over the steps of the window
     attendable: np.ndarray | None = None  # (N, N) bool
@@ -141,7 +141,7 @@ class KeyLayout:
     (key k lies K - 1 - k steps back): the TrXL family, ``adaptive_span`` (the slots beyond
     every head's span dropped) and ``sparse_*``.
     ``kernel``: keys as ``window``, every step of the episode so far, with linear
-    attention's equivalent weights (:class:`KernelWeights`): ``linear`` and ``performer``.
+    attention's equivalent weights (`KernelWeights`): ``linear`` and ``performer``.
     ``compressive``: the Mc compressed slots (oldest first), one slot for compressions made
     within the call (never attendable in a one-step call), then the window of M + 1 steps.
     ``projected``: Linformer's k projected slots; each mixes every in-episode position of
@@ -156,14 +156,14 @@ class KeyLayout:
 
 def attention_layers(backbone: torch.nn.Module) -> dict[int, str] | None:
     """``id(attention module) -> layer name`` for the backbones whose attention ``txrl
-    inspect`` records (:func:`key_layout` says how their keys read); None for the others.
+    inspect`` records (`key_layout` says how their keys read); None for the others.
 
     Recorded: the TrXL family (gtrxl, trxl_i, trxl), ``compressive``, ``adaptive_span``,
     ``sparse_strided``, ``sparse_fixed``, ``linformer``, and ``linear`` and ``performer``
-    through their equivalent weights (:class:`KernelWeights`). Not recorded: the recurrent
+    through their equivalent weights (`KernelWeights`). Not recorded: the recurrent
     backbones (no attention) and the other transformers, whose keys are hashed buckets or
     depth steps that absolute step indices would misdescribe. A critic with a memory of its
-    own (:class:`txrl.nn.PairedBackbone`) has its layers named ``actor/layer<i>`` and
+    own ([`txrl.nn.PairedBackbone`][txrl.nn.PairedBackbone]) has its layers named ``actor/layer<i>`` and
     ``critic/layer<i>``.
     """
     if isinstance(backbone, PairedBackbone):
@@ -179,8 +179,8 @@ def attention_layers(backbone: torch.nn.Module) -> dict[int, str] | None:
 
 
 def key_layout(backbone: torch.nn.Module) -> KeyLayout:
-    """How the keys of ``backbone``'s recorded attention read (:class:`KeyLayout`); the
-    actor's under a :class:`txrl.nn.PairedBackbone` (its critic is built alike)."""
+    """How the keys of ``backbone``'s recorded attention read (`KeyLayout`); the
+    actor's under a [`txrl.nn.PairedBackbone`][txrl.nn.PairedBackbone] (its critic is built alike)."""
     if isinstance(backbone, PairedBackbone):
         return key_layout(backbone.actor)
     if isinstance(backbone, CompressiveTransformer):
@@ -195,10 +195,10 @@ def key_layout(backbone: torch.nn.Module) -> KeyLayout:
 
 class KernelWeights:
     """The equivalent attention weights of linear attention (``linear``, ``performer``),
-    handed to the active :class:`txrl.nn.attention.AttentionRecorder` one step at a time.
+    handed to the active [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder] one step at a time.
 
     Linear attention never forms its weights: it computes, per head (section 6 of
-    ``references/002_afda1b2d62c4b1c2.txt``, :mod:`txrl.backbones.linear.model`)::
+    ``references/002_afda1b2d62c4b1c2.txt``, `txrl.backbones.linear.model`)::
 
         h_i = phi(q_i)^T S_i / (phi(q_i)^T z_i + eps),  S_i = sum_j phi(k_j) v_j^T,  z_i = sum_j phi(k_j)
 
@@ -209,9 +209,9 @@ class KernelWeights:
 
     non-negative (phi > 0) and summing to ``phi(q_i)^T z_i / (phi(q_i)^T z_i + eps)``: 1 up
     to eps (1e-6), not exactly 1. The model's state keeps only the sums, so a forward hook
-    on each layer's :class:`txrl.backbones.linear.model.KernelAttention` keeps phi(k_j) of
+    on each layer's `txrl.backbones.linear.model.KernelAttention` keeps phi(k_j) of
     every step of the current episode (the layer's own ``project`` of the call's input) and
-    hands each step's row over them as a :class:`txrl.nn.attention.RecordedAttention`
+    hands each step's row over them as a [`txrl.nn.attention.RecordedAttention`][txrl.nn.attention.RecordedAttention]
     (keys: the episode's steps so far, oldest first, the step itself last). The hook checks
     that the kept phi(k_j) sum to the state's z_i, so no weight goes to a step the state
     does not hold. One step per call.
@@ -265,7 +265,7 @@ class KernelWeights:
 def memory_layers(backbone: torch.nn.Module) -> dict[str, torch.nn.Module]:
     """``layer name -> block`` for backbones built of a ``blocks`` list (the TrXL family and
     the other layer-memory backbones): ``layer<i>``, or ``actor/layer<i>`` and
-    ``critic/layer<i>`` under a :class:`txrl.nn.PairedBackbone`, the names the backbone's
+    ``critic/layer<i>`` under a [`txrl.nn.PairedBackbone`][txrl.nn.PairedBackbone], the names the backbone's
     diagnostics use. Empty for backbones without blocks (the recurrent ones)."""
     found: dict[str, torch.nn.Module] = {}
     for name, module in backbone.named_modules():

@@ -309,7 +309,7 @@ def _sightings_columns(record: EpisodeRecord) -> dict[str, Any]:
 
 
 def _focus_row(index: int, record: EpisodeRecord) -> dict[str, Any] | None:
-    """One episode's :meth:`EpisodeRecord.decision_focus` for the summary: per layer and
+    """One episode's `EpisodeRecord.decision_focus` for the summary: per layer and
     head, the steps back of the largest attention weight at the decision and that weight."""
     focus = record.decision_focus()
     if focus is None:
@@ -326,7 +326,7 @@ def _focus_row(index: int, record: EpisodeRecord) -> dict[str, Any] | None:
 
 
 def draw_summary(summary: dict[str, Any]) -> Any:
-    """The figure of :func:`plot_summary`'s numbers."""
+    """The figure of [`plot_summary`][txrl.inspect.plots.plot_summary]'s numbers."""
     Figure = figure_class(DRAWS)
     layers, rows = summary["layers"], summary["cue_mass_at_decision"]
     fig = Figure(figsize=(max(5.0, 1.8 * max(len(layers), 1) + 3.0), 4.6), layout="constrained")

@@ -85,7 +85,7 @@ def _obs_target(record: EpisodeRecord, spec: str, target: str) -> Any:
 
 
 def target_value(record: EpisodeRecord, target: str) -> Any:
-    """One episode's value of ``target`` (see :func:`probe_run`), None when it has none."""
+    """One episode's value of ``target`` (see [`probe_run`][txrl.inspect.probe_run]), None when it has none."""
     if target == "cue":
         return record.cue
     if target == "success":
@@ -101,7 +101,7 @@ def target_value(record: EpisodeRecord, target: str) -> Any:
 
 
 def check_probe(target: str, align: str) -> None:
-    """Raise :class:`InspectError` for a target or align that cannot be read, before any
+    """Raise `InspectError` for a target or align that cannot be read, before any
     episode is played."""
     if target not in ("cue", "success") and not target.startswith(("info:", "obs:")):
         raise InspectError(

@@ -2,8 +2,8 @@
 absolute episode steps, its backbone's diagnostics, each memory layer's output, the value,
 the action probabilities and what the env says about the cue, the decision and the outcome.
 
-Each episode becomes an :class:`txrl.inspect.episode.EpisodeRecord`; what the backbone's
-layers hand out is found and read by :mod:`txrl.inspect.layers`.
+Each episode becomes an [`txrl.inspect.episode.EpisodeRecord`][txrl.inspect.episode.EpisodeRecord]; what the backbone's
+layers hand out is found and read by `txrl.inspect.layers`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from txrl.nn.attention import AttentionRecorder
 
 def action_names(env: Any, n_actions: int) -> list[str] | None:
     """Names of a Discrete action space's actions, when the env names them: the T-maze's
-    moves, MiniGrid's ``Actions`` (through :class:`txrl.envs.wrappers.DiscreteActionSubset`
+    moves, MiniGrid's ``Actions`` (through [`txrl.envs.wrappers.DiscreteActionSubset`][txrl.envs.wrappers.DiscreteActionSubset]
     when it keeps a subset), or an env's own ``action_names``."""
     from txrl.envs.tmaze import TMazeEnv
 
@@ -187,7 +187,7 @@ def record_episodes(
     distinct: bool = True,
     max_plays: int | None = None,
 ) -> Recording:
-    """Play ``episodes`` episodes of ``policy`` (a :class:`txrl.sb3.policies.MemoryActorCriticPolicy`)
+    """Play ``episodes`` episodes of ``policy`` (a [`txrl.sb3.policies.MemoryActorCriticPolicy`][txrl.sb3.policies.MemoryActorCriticPolicy])
     on ``env`` (an SB3 VecEnv with one env) and record each step.
 
     ``seed``: the k-th episode played is reset with seed ``seed + k``, so each episode can be

@@ -1,21 +1,21 @@
-"""The learners txrl trains, in one table: :data:`LEARNERS`, a config's ``algo`` -> its record.
+"""The learners txrl trains, in one table: [`LEARNERS`][txrl.learners.LEARNERS], a config's ``algo`` -> its record.
 
 Each learner is one folder, ``txrl/learners/<name>/``:
 
-* ``__init__.py``: its :class:`Learner` record, ``LEARNER``, with the function whose one
+* ``__init__.py``: its [`Learner`][txrl.learners.Learner] record, ``LEARNER``, with the function whose one
   line imports its algorithm; torch-free;
 * ``settings.py``: its settings dataclass, whose documented fields are every constructor
   argument a user may set, with their defaults (the YAML section named after the learner;
   txrl's algorithms derive their constructor from it); torch-free;
 * ``loss.py`` (and, for V-MPO, the modules of its multipliers and PopArt): its loss, in torch;
 * ``algorithm.py``: the Stable-Baselines3 algorithm that trains it, on the adapter of
-  :mod:`txrl.sb3` (txrl's own learners subclass
-  :class:`~txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`).
+  `txrl.sb3` (txrl's own learners subclass
+  [`MemoryOnPolicyAlgorithm`][txrl.sb3.algorithm.MemoryOnPolicyAlgorithm]).
 
 The package's ``__init__`` loads only ``settings.py``. The record holds a function whose one
-line imports the algorithm (:func:`txrl.learners.ppo.memory_ppo`), so this module,
+line imports the algorithm (`txrl.learners.ppo.memory_ppo`), so this module,
 the records and the settings import no torch and a config is checked without it; the run
-layer calls it when it trains (:data:`txrl.run.algorithms.ALGORITHMS`, read from this table).
+layer calls it when it trains ([`txrl.run.algorithms.ALGORITHMS`][txrl.run.algorithms.ALGORITHMS], read from this table).
 Everything that needs the list of learners reads it here: the config (the ``algo`` key and
 its section), training, ``txrl compare`` and the rl-zoo3 entry point.
 
@@ -40,7 +40,7 @@ LEARNERS: dict[str, Learner] = {
 
 
 def register_learner(learner: Learner) -> Learner:
-    """Add ``learner`` to :data:`LEARNERS` under its name (a name already taken by another
+    """Add ``learner`` to [`LEARNERS`][txrl.learners.LEARNERS] under its name (a name already taken by another
     record is an error)."""
     known = LEARNERS.get(learner.name)
     if known is not None and known != learner:

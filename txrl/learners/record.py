@@ -1,9 +1,9 @@
-"""What a learner declares: the :class:`Learner` record.
+"""What a learner declares: the [`Learner`][txrl.learners.record.Learner] record.
 
 Each learner's package (its ``__init__``) builds one record, ``LEARNER``; the registry
-(:data:`txrl.learners.LEARNERS`) lists them. The record is torch-free: it holds the
+([`txrl.learners.LEARNERS`][txrl.learners.LEARNERS]) lists them. The record is torch-free: it holds the
 function that imports the learner's algorithm class, which the run layer calls when it trains
-(:func:`txrl.run.algorithms.algorithm_class`).
+([`txrl.run.algorithms.algorithm_class`][txrl.run.algorithms.algorithm_class]).
 """
 
 from __future__ import annotations
@@ -24,24 +24,24 @@ class Learner:
     settings: type
     """Frozen dataclass of the learner's settings (the YAML section): documented fields, one
     per constructor argument a user may set, with the constructor's defaults (txrl's
-    algorithms derive their constructor from it, :class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`)."""
+    algorithms derive their constructor from it, [`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`][txrl.sb3.algorithm.MemoryOnPolicyAlgorithm])."""
     algorithm: Callable[[], type]
     """Returns the algorithm class that trains it. A function, not the class, so that reading
     the record needs no torch: in txrl, a function beside the record whose one line imports
     the ``algorithm`` module of the learner's own folder
-    (:func:`txrl.learners.ppo.memory_ppo`); the run layer calls it
-    (:data:`txrl.run.algorithms.ALGORITHMS`)."""
+    (`txrl.learners.ppo.memory_ppo`); the run layer calls it
+    ([`txrl.run.algorithms.ALGORITHMS`][txrl.run.algorithms.ALGORITHMS])."""
     policy: Callable[[Any, str], tuple[str, dict[str, Any]]]
     """``policy(policy_config, encoder_prefix) -> (SB3 policy name, policy_kwargs)``; the
     prefix (``Mlp``, ``Cnn`` or ``MultiInput``) is the one the run's observations need
-    (:func:`txrl.run.algorithms.encoder_prefix`)."""
+    ([`txrl.run.algorithms.encoder_prefix`][txrl.run.algorithms.encoder_prefix])."""
     backbones: tuple[str, ...] | None = None
     """Backbones it can train (``policy.backbone``); ``None``: every registered one."""
     action_spaces: tuple[str, ...] = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
     """The gymnasium action spaces it trains, by class name; a run on another is refused
-    before it starts (:mod:`txrl.run.preflight`)."""
+    before it starts (`txrl.run.preflight`)."""
     trains_memory_policies: bool = True
-    """Whether it trains txrl's memory policies (:mod:`txrl.sb3.policies`): their
+    """Whether it trains txrl's memory policies (`txrl.sb3.policies`): their
     ``policy_kwargs``, training precision and auxiliary losses apply to it."""
     zoo_name: str | None = None
     """Its ``--algo`` name in rl-baselines3-zoo (``python -m txrl.zoo``), if it joins it."""
@@ -56,7 +56,7 @@ class Learner:
 
 def memory_policy(policy: Any, encoder_prefix: str) -> tuple[str, dict[str, Any]]:
     """The policy of a txrl memory learner: the memory policy of the config's backbone
-    (:func:`txrl.policy_names.memory_policy_name`) and the ``policy_kwargs`` its config gives."""
+    ([`txrl.policy_names.memory_policy_name`][txrl.policy_names.memory_policy_name]) and the ``policy_kwargs`` its config gives."""
     return memory_policy_name(encoder_prefix, policy.backbone), policy.policy_kwargs()
 
 

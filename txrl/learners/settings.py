@@ -23,7 +23,7 @@ class SB3LearnerSettings:
 @dataclass(frozen=True)
 class MemoryLearnerSettings(SB3LearnerSettings):
     """The settings both of txrl's memory learners (MemoryPPO, VMPO) have beyond their loss's:
-    those of :class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`."""
+    those of [`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`][txrl.sb3.algorithm.MemoryOnPolicyAlgorithm]."""
 
     aux_loss_coef: dict[str, NonNegativeFloat] | None = None
     """Coefficient per auxiliary loss: those a backbone reports (``span_l1`` of adaptive_span,

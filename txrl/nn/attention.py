@@ -15,17 +15,17 @@ sec. 3.3 (relative positional encodings)::
 with k_j = W_kE h_j and the sinusoid R without parameters. Terms (a)+(c) are one product
 ``(q + u) k^T`` and terms (b)+(d) are ``(q + v) (W_kR R)^T``. The positional product is done
 once against the K distances in reversed order (the matrix Q of the reference, "qQ^T")
-and then each pair's distance is read off: by a left shift row by row (:func:`rel_shift`)
+and then each pair's distance is read off: by a left shift row by row ([`rel_shift`][txrl.nn.attention.rel_shift])
 in a sequence, by a gather in an acting step whose memory is a ring. That costs O(T K E)
 instead of building a (T, K, E) tensor of per-pair embeddings.
 
-One implementation of the score serves a sequence (:func:`relative_attention`) and one
-step over a memory kept as a ring (:meth:`RelativeMultiHeadAttention.attend_one`, what the
-layer loop calls for an acting step, :meth:`txrl.nn.memory.LayerMemoryBackbone.step`) alike:
+One implementation of the score serves a sequence ([`relative_attention`][txrl.nn.attention.relative_attention]) and one
+step over a memory kept as a ring ([`RelativeMultiHeadAttention.attend_one`][txrl.nn.attention.RelativeMultiHeadAttention.attend_one], what the
+layer loop calls for an acting step, `txrl.nn.memory.LayerMemoryBackbone.step`) alike:
 the scaled ``(q + u)`` and ``(q + v)`` come from one set of derived weights
-(:meth:`RelativeMultiHeadAttention.derived_weights`: ``W_q / sqrt(E)`` with biases
+([`RelativeMultiHeadAttention.derived_weights`][txrl.nn.attention.RelativeMultiHeadAttention.derived_weights]: ``W_q / sqrt(E)`` with biases
 ``u / sqrt(E)`` and ``v / sqrt(E)``), terms (b)+(d) from
-:meth:`RelativeMultiHeadAttention.position_scores`. Only the product of terms (a)+(c)
+[`RelativeMultiHeadAttention.position_scores`][txrl.nn.attention.RelativeMultiHeadAttention.position_scores]. Only the product of terms (a)+(c)
 differs: a sequence hands it to ``scaled_dot_product_attention`` (fused with the softmax
 and the values), a step takes it against the (B, M, D) memory in place without splitting
 it by head. The test suite holds an independent pair-by-pair version of eq. (8).
@@ -82,7 +82,7 @@ DerivedWeights = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 class RingPlan(NamedTuple):
     """What every layer of one step over a memory kept as a ring shares (K = M + 1 keys: the
     M slots as they lie, then the step itself); made by the layer loop's owner
-    (:meth:`txrl.nn.memory.LayerMemoryBackbone.ring_plan`)."""
+    (`txrl.nn.memory.LayerMemoryBackbone.ring_plan`)."""
 
     key_index: torch.Tensor  # (B, 1, K) long, each key's place in the distances M .. 0
     mask: torch.Tensor  # (B, 1, K) float, 0 where the key may be attended to, -inf elsewhere
@@ -103,7 +103,7 @@ class AttentionStats(NamedTuple):
 
 
 class RecordedAttention(NamedTuple):
-    """The weights of one attention call, handed to an :class:`AttentionRecorder`."""
+    """The weights of one attention call, handed to an [`AttentionRecorder`][txrl.nn.attention.AttentionRecorder]."""
 
     module: nn.Module  # the RelativeMultiHeadAttention that made the call
     weights: torch.Tensor  # (B, H, T, K) softmax weights; keys are M memory slots then T steps
@@ -111,7 +111,7 @@ class RecordedAttention(NamedTuple):
 
 
 class AttentionRecorder:
-    """Collects the attention weights of every :class:`RelativeMultiHeadAttention` call made
+    """Collects the attention weights of every [`RelativeMultiHeadAttention`][txrl.nn.attention.RelativeMultiHeadAttention] call made
     while it is active, in call order, detached.
 
     ``with AttentionRecorder() as recorder: backbone.run(...)``. The weights are computed
@@ -146,16 +146,16 @@ _active_recorder: AttentionRecorder | None = None
 class RelativeMultiHeadAttention(nn.Module):
     """Multi-head attention with Transformer-XL relative positions (Dai et al. 2019, sec. 3.3).
 
-    Keys and values are computed by :meth:`project_memory` for both memory and new
+    Keys and values are computed by `project_memory` for both memory and new
     positions, so a caller acting one step at a time can keep them: per step the cost is
     O(D^2) for the new token's projections plus O(M D) for attending over M cached keys.
 
-    What the score derives from the weights alone (:meth:`derived_weights`: the scaled
+    What the score derives from the weights alone ([`derived_weights`][txrl.nn.attention.RelativeMultiHeadAttention.derived_weights]: the scaled
     query weights and the positional keys ``W_kR R_{0..K-1}``) is kept between calls made
     with gradients off, so an acting step does not rebuild it, and dropped on these events:
     any call with gradients on (a training pass, which comes before every optimizer step),
-    ``train()`` / ``eval()``, a loaded state dict, and :meth:`clear_parameter_cache` (what
-    :meth:`txrl.nn.protocol.Backbone.on_parameters_changed` calls). A copy of the module
+    ``train()`` / ``eval()``, a loaded state dict, and [`clear_parameter_cache`][txrl.nn.attention.RelativeMultiHeadAttention.clear_parameter_cache] (what
+    [`txrl.nn.protocol.Backbone.on_parameters_changed`][txrl.nn.protocol.Backbone.on_parameters_changed] calls). A copy of the module
     starts without. Weights written otherwise with gradients off (``p.data``, ``p.copy_``
     under ``torch.no_grad``) are followed once one of those events has happened.
     """
@@ -212,7 +212,7 @@ class RelativeMultiHeadAttention(nn.Module):
         * weight (2D, D) and bias (2D) of one product giving the scaled query terms
           ``(q + u) / sqrt(E)`` and ``(q + v) / sqrt(E)``: ``[W_q; W_q] / sqrt(E)`` with bias
           ``[u; v] / sqrt(E)``;
-        * the positional keys per head (H, E, K) (:meth:`position_keys`), laid out for a
+        * the positional keys per head (H, E, K) ([`position_keys`][txrl.nn.attention.RelativeMultiHeadAttention.position_keys]), laid out for a
           batched product per head.
 
         Built at each call with gradients on; kept and reused with them off, until one of
@@ -236,7 +236,7 @@ class RelativeMultiHeadAttention(nn.Module):
         return torch.cat((w_q, w_q)), bias, position_keys  # (2D, D), (2D,), (H, E, K)
 
     def clear_parameter_cache(self) -> None:
-        """Drop what :meth:`derived_weights` kept (after weights written with gradients off)."""
+        """Drop what [`derived_weights`][txrl.nn.attention.RelativeMultiHeadAttention.derived_weights] kept (after weights written with gradients off)."""
         self._cache.clear()
 
     def train(self, mode: bool = True) -> RelativeMultiHeadAttention:
@@ -252,7 +252,7 @@ class RelativeMultiHeadAttention(nn.Module):
     def position_scores(self, qv: torch.Tensor, position_keys: torch.Tensor) -> torch.Tensor:
         """Terms (b) + (d), ``(q + v)^T W_kR R_d``, of N queries' ``qv`` (..., D) (N rows,
         each a view of D features) against the distances d = K-1, ..., 0 of
-        ``position_keys`` (H, E, K) (:meth:`derived_weights`), one batched product per head
+        ``position_keys`` (H, E, K) ([`derived_weights`][txrl.nn.attention.RelativeMultiHeadAttention.derived_weights]), one batched product per head
         -> (H, N, K), heads first as the product leaves them."""
         by_head = qv.view(-1, self.n_heads, self.head_dim).transpose(0, 1)  # (H, N, E)
         return torch.bmm(by_head, position_keys)
@@ -265,12 +265,12 @@ class RelativeMultiHeadAttention(nn.Module):
         plan: torch.Tensor | RingPlan,
         stats: dict[str, torch.Tensor] | None,
     ) -> torch.Tensor:
-        """A layer's attention in :class:`txrl.nn.memory.LayerMemoryBackbone`'s loop: cached
+        """A layer's attention in `txrl.nn.memory.LayerMemoryBackbone`'s loop: cached
         keys and values ``memory`` (B, M, D) and those of the new steps ``new`` stay apart.
         ``plan``: the window mask (B, T, K) of a sequence of T steps (z and ``new`` (B, T, D)),
-        whose memory has its slots oldest first; or the :class:`RingPlan` of one step over a
+        whose memory has its slots oldest first; or the [`RingPlan`][txrl.nn.attention.RingPlan] of one step over a
         memory kept as a ring (z and ``new`` (B, D), one row per env), attended by
-        :meth:`attend_one` over the memory read in place."""
+        [`attend_one`][txrl.nn.attention.RelativeMultiHeadAttention.attend_one] over the memory read in place."""
         if isinstance(plan, RingPlan):
             return self.attend_one(z, *new, memory, plan)
         attended, attn_stats = self(z, *memory, *new, plan, with_stats=stats is not None)
@@ -293,7 +293,7 @@ class RelativeMultiHeadAttention(nn.Module):
         """Attend from queries ``h`` (B, T, D) to M memory positions and the T positions of ``h``.
 
         ``memory_keys``/``memory_values`` (B, M, D) and ``keys``/``values`` (B, T, D) come from
-        :meth:`project_memory`. ``allowed`` (B, T, M+T) bool says which pairs may attend.
+        `project_memory`. ``allowed`` (B, T, M+T) bool says which pairs may attend.
         Returns (B, T, D) and, with ``with_stats``, the attention's diagnostics.
         """
         recorder = _active_recorder
@@ -322,11 +322,11 @@ class RelativeMultiHeadAttention(nn.Module):
         memory: tuple[torch.Tensor, torch.Tensor],
         plan: RingPlan,
     ) -> torch.Tensor:
-        """Attention of one step (T = 1) with the scores of :func:`relative_attention`: from
+        """Attention of one step (T = 1) with the scores of [`relative_attention`][txrl.nn.attention.relative_attention]: from
         its attention input ``z``, key and value (B, D) each, over the cached keys and values
         ``memory`` (B, M, D) read in place, in the order ``plan`` gives -> (B, D).
         (a) + (c) as ``(q + u) k^T`` over the memory and over the step's own key, (b) + (d)
-        as ``(q + v) (W_kR R)^T`` over the M + 1 distances (:meth:`position_scores`), read
+        as ``(q + v) (W_kR R)^T`` over the M + 1 distances ([`position_scores`][txrl.nn.attention.RelativeMultiHeadAttention.position_scores]), read
         per slot. The product of (a) + (c) over the memory takes the (B, M, D) memory as it
         lies, without splitting it by head: a copy of the memory would cost more than the
         rest of the step.

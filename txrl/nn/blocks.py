@@ -1,16 +1,16 @@
 """The transformer blocks of the TrXL family and the variants, each written once.
 
 Legend: B envs, T steps, D model width. A block takes its input ``h`` (B, T, D) and the
-output of its attention sub-layer, computed by the caller from :meth:`attention_input`
+output of its attention sub-layer, computed by the caller from `attention_input`
 (``h`` or ``LayerNorm(h)``), so a block does not depend on how its attention is computed
 (over a ring of cached keys, a window, a compressed memory...). Equations are those of
 ``references/000_4baccbf6ade0250f.txt``:
 
-* :class:`PostNormBlock`: the TrXL block of eq. (9), ``o = LN(h + MHA(h))``, ``h' = LN(o + FF(o))``.
-* :class:`GatedBlock`: the GTrXL block of eq. (10) (Parisotto et al. 2019): LayerNorm on the
-  input stream only, ReLU on each sub-layer output and a gate (:mod:`txrl.nn.gates`) in place
+* [`PostNormBlock`][txrl.nn.blocks.PostNormBlock]: the TrXL block of eq. (9), ``o = LN(h + MHA(h))``, ``h' = LN(o + FF(o))``.
+* [`GatedBlock`][txrl.nn.blocks.GatedBlock]: the GTrXL block of eq. (10) (Parisotto et al. 2019): LayerNorm on the
+  input stream only, ReLU on each sub-layer output and a gate ([`txrl.nn.gates`][txrl.nn.gates]) in place
   of each residual; with the ``residual`` gate it is the TrXL-I block.
-* :class:`PreNormBlock`: TrXL-I's block around any attention module (eq. 10 with the residual
+* [`PreNormBlock`][txrl.nn.blocks.PreNormBlock]: TrXL-I's block around any attention module (eq. 10 with the residual
   gate) or, without its ReLUs, the plain pre-LayerNorm block.
 """
 
@@ -105,8 +105,8 @@ class PostNormBlock(nn.Module):
 class GatedBlock(nn.Module):
     """GTrXL block of eq. (10); with the ``residual`` gate it is the TrXL-I block.
 
-    ``gate`` names the gate of each sub-layer (:data:`txrl.nn.gates.GATE_CLASSES`) and
-    ``gate_bias`` is its b_g (:func:`txrl.nn.gates.make_gate`: None only for a gate without
+    ``gate`` names the gate of each sub-layer (`txrl.nn.gates.GATE_CLASSES`) and
+    ``gate_bias`` is its b_g ([`txrl.nn.gates.make_gate`][txrl.nn.gates.make_gate]: None only for a gate without
     a bias term); the Transformer-XL family's model gives the declared default when the
     config gives none.
     """

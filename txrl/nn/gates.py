@@ -4,14 +4,14 @@ Parisotto et al. 2019, "Stabilizing Transformers for Reinforcement Learning", eq
 of ``references/000_4baccbf6ade0250f.txt`` and the sigmoid-tanh gate of the paper's
 section 3.2. ``x`` is the skip stream (the block's input), ``y`` the sub-layer output.
 
-Each class computes one gate and holds its declaration (:mod:`txrl.gate_declarations`,
+Each class computes one gate and holds its declaration (`txrl.gate_declarations`,
 torch-free: its name, its equation, the paper's default b_g, what its 1 and 0 mean), by whose
-name :data:`GATE_CLASSES` finds it; the bias b_g is an argument of the module, with no default
+name `GATE_CLASSES` finds it; the bias b_g is an argument of the module, with no default
 here: the Transformer-XL family's model builds each gate with the bias of the config or of the
 declaration. The output, highway, sigmoid-tanh and GRU gates are built so that a large b_g
 makes the gate start as the identity map on x, which the paper found to be what makes GTrXL
 train stably. The bias is a learnable parameter initialised from b_g (stored as the bias of
-the gate's linear map); :meth:`Gate.b_g` reads it back. The input gate's eq. (11) has no bias: with ``bias=None`` it
+the gate's linear map); [`Gate.b_g`][txrl.nn.gates.Gate.b_g] reads it back. The input gate's eq. (11) has no bias: with ``bias=None`` it
 has none, and with a ``bias`` given it learns one initialised there.
 """
 
@@ -229,7 +229,7 @@ GATE_CLASSES: dict[str, type[Gate]] = {
 
 
 def make_gate(name: str, d_model: int, bias: float | None = None) -> Gate:
-    """Build gate ``name`` (a key of :data:`GATE_CLASSES`) of width ``d_model`` with bias b_g
+    """Build gate ``name`` (a key of `GATE_CLASSES`) of width ``d_model`` with bias b_g
     ``bias``: a number for the output, highway, sigmoid-tanh and GRU gates; for the input
     gate None (eq. 11, no bias) or the initial value of a learnable one; None for the
     residual connection."""

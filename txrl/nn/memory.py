@@ -6,14 +6,14 @@ sec. 3.2 (segment-level recurrence): layer l attends over
 ``[SG(m^{l-1}) ; h^{l-1}]``, its stop-gradient inputs of the last M steps and the current ones.
 Legend: B envs, T steps, L layers (or depth steps), M memory slots, D width.
 
-The layer loop (:meth:`LayerMemoryBackbone.layers`) has two callers:
-:meth:`~LayerMemoryBackbone.run`, T steps over the memory with its slots oldest first, and
-an acting step (:meth:`~LayerMemoryBackbone.ring_step`), one query row per env over the
+The layer loop (`LayerMemoryBackbone.layers`) has two callers:
+`run`, T steps over the memory with its slots oldest first, and
+an acting step (`ring_step`), one query row per env over the
 memory kept as a ring, which passes in what differs (each slot's distance and the window
-mask: :class:`~txrl.nn.attention.RingPlan`), so acting computes what training computes by
+mask: [`RingPlan`][txrl.nn.attention.RingPlan]), so acting computes what training computes by
 construction. Their memory writes differ in layout alone: a sequence slides the window
-(:meth:`~LayerMemoryBackbone.next_state`), a step writes over the oldest slot in place
-(:meth:`~LayerMemoryBackbone.write_ring`).
+(`next_state`), a step writes over the oldest slot in place
+(`write_ring`).
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ _COMPILE_OPTIONS: dict[str, str | int | bool | Callable[..., Any]] = {"cpp_wrapp
 class MemoryState(NamedTuple):
     """Per-env memory of a layer-memory backbone, env on axis 0 of every field.
 
-    The M slots form a ring buffer: an acting step (:meth:`LayerMemoryBackbone.step`)
+    The M slots form a ring buffer: an acting step (`LayerMemoryBackbone.step`)
     overwrites the oldest slot, ``position``, in place instead of shifting the whole memory,
     so a step copies nothing of size M. Slot j of env b then holds the step
-    ``(position[b] - j - 1) mod M + 1`` steps back. :meth:`~LayerMemoryBackbone.run` and
-    :meth:`~LayerMemoryBackbone.state_at` return the slots oldest first (position 0).
+    ``(position[b] - j - 1) mod M + 1`` steps back. `run` and
+    `state_at` return the slots oldest first (position 0).
     """
 
     hidden: torch.Tensor  # (B, L, M, D) cached layer inputs of the last M steps, stop-gradient
@@ -61,7 +61,7 @@ class MemoryState(NamedTuple):
 
 
 class LayerPass(NamedTuple):
-    """What the layer loop (:meth:`LayerMemoryBackbone.layers`) returns."""
+    """What the layer loop (`LayerMemoryBackbone.layers`) returns."""
 
     output: torch.Tensor  # (B, T, D) the last layer's output
     inputs: list[torch.Tensor]  # L x (B, T, D) each layer's inputs, what the memory caches
@@ -84,13 +84,13 @@ def memory_in_use(valid: torch.Tensor) -> torch.Tensor:
 class LayerMemoryBackbone(Backbone):
     """Backbone with Transformer-XL's memory (Dai et al. 2019, sec. 3.2), per layer or depth step.
 
-    State: :class:`MemoryState`; trace: :class:`MemoryTrace`. The layers are ``blocks``, each
-    with ``attention_input(h)`` and ``forward(h, attended, stats)`` (:mod:`txrl.nn.blocks`)
+    State: [`MemoryState`][txrl.nn.memory.MemoryState]; trace: [`MemoryTrace`][txrl.nn.memory.MemoryTrace]. The layers are ``blocks``, each
+    with ``attention_input(h)`` and ``forward(h, attended, stats)`` ([`txrl.nn.blocks`][txrl.nn.blocks])
     and an ``attention`` with ``project_memory(z) -> (keys, values)`` and
     ``over_memory(z, memory, new, plan, stats) -> (B, T, D)``: attend from the normalised
     inputs z (B, T, D) over the cached keys and values ``memory`` (B, M, D) and those of the
-    T steps ``new`` (B, T, D), filling ``stats`` when given. :meth:`run` is the layer loop of
-    eq. (6); a subclass may add per-layer plans (:meth:`attention_plans`), auxiliary losses
+    T steps ``new`` (B, T, D), filling ``stats`` when given. `run` is the layer loop of
+    eq. (6); a subclass may add per-layer plans (`attention_plans`), auxiliary losses
     and diagnostics. Backbones with a loop of their own (``reformer``, ``universal``) use the
     memory plumbing only.
     """
@@ -141,8 +141,8 @@ class LayerMemoryBackbone(Backbone):
     ) -> LayerPass:
         """The layer loop of eq. (6): each layer attends from its inputs h over the cached
         keys and values of its memory (B, L, M, D) and those of h, under its plan: T steps
-        h (B, T, D) under :meth:`attention_plans` (a sequence), or one step's rows h (B, D)
-        under :meth:`ring_plan` (an acting step over the ring). Blocks are position-wise,
+        h (B, T, D) under `attention_plans` (a sequence), or one step's rows h (B, D)
+        under `ring_plan` (an acting step over the ring). Blocks are position-wise,
         so they take either. Reads the memory, writes nothing."""
         out_stats: dict[str, torch.Tensor] = {}
         layer_inputs, new_keys, new_values = [], [], []
@@ -205,8 +205,8 @@ class LayerMemoryBackbone(Backbone):
         trace: bool = False,
     ) -> BackboneOutput:
         """One acting step; without gradients it writes the step into ``state``'s ring in
-        place (O(L D) bytes written, nothing of size M copied: :meth:`ring_step`) and
-        returns that state. :meth:`run` never changes its input and returns the slots
+        place (O(L D) bytes written, nothing of size M copied: `ring_step`) and
+        returns that state. `run` never changes its input and returns the slots
         oldest first."""
         return self.step_with_head(x, state, episode_starts, None, trace=trace)[1]
 
@@ -219,11 +219,11 @@ class LayerMemoryBackbone(Backbone):
         *,
         trace: bool = False,
     ) -> tuple[tuple[torch.Tensor, ...], BackboneOutput]:
-        """:meth:`step`, and ``head`` (None: nothing) applied to its output (B, D): a
+        """`step`, and ``head`` (None: nothing) applied to its output (B, D): a
         policy's heads, which a compiled step (``compile_step``) runs in its graph, so an
         acting step is one compiled call; otherwise ``head(output)`` after the step. One
-        step with gradients off, a memory and no dropout is :meth:`ring_step` (compiled with
-        ``compile_step`` on a CPU); anything else is :meth:`run`."""
+        step with gradients off, a memory and no dropout is `ring_step` (compiled with
+        ``compile_step`` on a CPU); anything else is `run`."""
         self.check_inputs(x, state, episode_starts)
         dropout_on = self.training and self.config.dropout > 0.0
         if (
@@ -261,12 +261,12 @@ class LayerMemoryBackbone(Backbone):
         head: Head | None,
         per_slot: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-        """One acting step over the ring, on the fields of a :class:`MemoryState` (in its
-        order), which it advances in place: the layer loop (:meth:`layers`) with one query
-        row per env and the step's :meth:`ring_plan` (each layer's with its attention's
-        ``weights``, :meth:`ring_weights`, and the products over the memory ``per_slot``
-        when compiled, :class:`~txrl.nn.attention.RingPlan`), then the ring write
-        (:meth:`write_ring`) and ``head`` of the output. x (B, I), ``start`` (B,) bool.
+        """One acting step over the ring, on the fields of a [`MemoryState`][txrl.nn.memory.MemoryState] (in its
+        order), which it advances in place: the layer loop (`layers`) with one query
+        row per env and the step's `ring_plan` (each layer's with its attention's
+        ``weights``, `ring_weights`, and the products over the memory ``per_slot``
+        when compiled, [`RingPlan`][txrl.nn.attention.RingPlan]), then the ring write
+        (`write_ring`) and ``head`` of the output. x (B, I), ``start`` (B,) bool.
         Returns the output (B, D), the step's layer inputs (B, L, D) and what ``head``
         returned (empty without one)."""
         h = self.embed(x)  # (B, I) -> (B, D)
@@ -286,7 +286,7 @@ class LayerMemoryBackbone(Backbone):
         self, position: torch.Tensor, valid: torch.Tensor, episode_starts: torch.Tensor
     ) -> RingPlan:
         """Key order and mask of one step over the ring, shared by the layers: the window
-        mask of a sequence (:func:`~txrl.nn.window.window_mask`, which for one step does
+        mask of a sequence (`window_mask`, which for one step does
         not depend on the slots' order), and each slot's distance read from the write
         ``position`` (B,): slot j is ``(position - j - 1) mod M + 1`` steps back, so its
         place in the distances M .. 0 is ``(j - position) mod M``; the step itself is last,
@@ -301,7 +301,7 @@ class LayerMemoryBackbone(Backbone):
 
     def ring_weights(self) -> list[DerivedWeights]:
         """Each layer's attention's derived weights for the M + 1 keys of a ring step
-        (:meth:`~txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`)."""
+        ([`derived_weights`][txrl.nn.attention.RelativeMultiHeadAttention.derived_weights])."""
         n_keys = self.memory_length + 1
         return [block.attention.derived_weights(n_keys) for block in attention_blocks(self.blocks)]
 
@@ -320,8 +320,8 @@ class LayerMemoryBackbone(Backbone):
     ) -> None:
         """The memory write of one step over the ring, in place: its layer inputs, keys and
         values (B, L, D) over the oldest slot (``position``) of the state's fields (those of
-        :class:`MemoryState`, in its order); then its position, step and valid slots move
-        on as :meth:`next_state` moves them (:func:`~txrl.nn.window.next_valid`), the slots
+        [`MemoryState`][txrl.nn.memory.MemoryState], in its order); then its position, step and valid slots move
+        on as `next_state` moves them (`next_valid`), the slots
         staying where they lie."""
         b, depth, m, d = hidden.shape
         device = position.device
@@ -425,7 +425,7 @@ class LayerMemoryBackbone(Backbone):
 
     def without_caches(self, state: MemoryState) -> MemoryState:
         """``state`` with no memory keys and values: (B, L, 0, D) each, which
-        :meth:`refresh_state` projects again from the layer inputs (two thirds of the bytes
+        `refresh_state` projects again from the layer inputs (two thirds of the bytes
         of the memory)."""
         empty = state.hidden[:, :, :0]  # (B, L, 0, D), no storage of its own
         return state._replace(keys=empty, values=empty)
@@ -439,7 +439,7 @@ class LayerMemoryBackbone(Backbone):
         episode_starts: torch.Tensor,
     ) -> MemoryState:
         """The memory after the T steps, from each layer's inputs, keys and values (B, T, D);
-        ``state`` has its slots oldest first (:meth:`ordered`), and so has the result."""
+        ``state`` has its slots oldest first (`ordered`), and so has the result."""
         return self.state_type(
             hidden=slide(state.hidden, torch.stack(inputs, dim=1).detach(), dim=2),
             keys=slide(state.keys, torch.stack(keys, dim=1).detach(), dim=2),
@@ -462,7 +462,7 @@ def compiled_call(
     weights: list[DerivedWeights],
     head: Head | None,
 ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-    """:meth:`LayerMemoryBackbone.ring_step` through ``torch.compile`` (``compile_step``),
+    """`LayerMemoryBackbone.ring_step` through ``torch.compile`` (``compile_step``),
     compiled at the first call and kept by ``backbone`` (a copy compiles its own).
 
     One graph, no Python per op: on a CPU the step's ~250 small ops cost more than its

@@ -1,7 +1,7 @@
 """Two memories side by side behind the backbone protocol: one for the actor, one for the critic.
 
 A memory policy normally feeds its actor and its critic from one memory, so the value loss
-shapes what the actor remembers and reads. :class:`PairedBackbone` runs two backbones of
+shapes what the actor remembers and reads. [`PairedBackbone`][txrl.nn.pair.PairedBackbone] runs two backbones of
 any kind on the same input, each with its own state, and concatenates their outputs; the
 policy gives the first part to the actor's head and the second to the critic's
 (``critic_memory="separate"``; sb3-contrib's RecurrentPPO gives its critic an LSTM of its
@@ -9,7 +9,7 @@ own in the same way by default).
 
 The pair's state and trace are flat NamedTuples (env on axis 0, resp. (T, B) leading) whose
 fields are the actor's, prefixed ``actor_``, then the critic's, prefixed ``critic_``, so
-every helper of :mod:`txrl.nn.state` and every learner handles them as any other state.
+every helper of `txrl.nn.state` and every learner handles them as any other state.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def _split(paired: Any) -> tuple[Any, Any]:
 class PairedBackbone(Backbone):
     """``actor`` and ``critic`` backbones on the same input; output ``[actor | critic]``.
 
-    :param actor, critic: backbones with the same ``input_dim``; :meth:`split` cuts an
+    :param actor, critic: backbones with the same ``input_dim``; `split` cuts an
         output back into their parts. Auxiliary losses of the same name are summed, and
         diagnostics are reported per part (``actor/...``, ``critic/...``).
     """

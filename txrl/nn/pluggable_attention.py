@@ -6,19 +6,19 @@ Legend: B envs, T steps, L layers (or depth steps), M memory slots, W = M + 1 wi
 positions, K = M + T keys, H heads, E head width, D model width = H * E.
 
 The transformer stack itself is shared with TrXL and lives in its own modules: blocks
-(:mod:`txrl.nn.blocks`), relative attention (:mod:`txrl.nn.attention`) and the memory with its
-layer loop (:class:`txrl.nn.memory.LayerMemoryBackbone`). What is here:
+([`txrl.nn.blocks`][txrl.nn.blocks]), relative attention ([`txrl.nn.attention`][txrl.nn.attention]) and the memory with its
+layer loop (`txrl.nn.memory.LayerMemoryBackbone`). What is here:
 
-* :class:`ProjectedAttention` (W^Q, [W^K; W^V], W^O) for attentions that are not
-  Transformer-XL's, and :class:`MaskedRelativeAttention` for those that are, under a mask.
-* Windows (on top of :mod:`txrl.nn.window`): :func:`key_distances`, :func:`gather_windows`,
-  :func:`window_validity`.
-* :class:`SegmentMemoryTransformer`: Transformer-XL's memory under TrXL-I blocks with a
+* [`ProjectedAttention`][txrl.nn.pluggable_attention.ProjectedAttention] (W^Q, [W^K; W^V], W^O) for attentions that are not
+  Transformer-XL's, and [`MaskedRelativeAttention`][txrl.nn.pluggable_attention.MaskedRelativeAttention] for those that are, under a mask.
+* Windows (on top of `txrl.nn.window`): `key_distances`, `gather_windows`,
+  `window_validity`.
+* [`SegmentMemoryTransformer`][txrl.nn.pluggable_attention.SegmentMemoryTransformer]: Transformer-XL's memory under TrXL-I blocks with a
   pluggable attention: layer l attends over ``[SG(m^{l-1}) ; h^{l-1}]``, its cached inputs
   of the last M steps and the current ones, under the sliding-window mask of
-  :func:`txrl.nn.window.window_mask`.
+  `txrl.nn.window.window_mask`.
 
-The settings are read through :class:`SegmentSettings`, the fields these parts use, so that
+The settings are read through [`SegmentSettings`][txrl.nn.pluggable_attention.SegmentSettings], the fields these parts use, so that
 this module knows no backbone family.
 """
 
@@ -54,8 +54,8 @@ __all__ = [
 
 
 class SegmentSettings(BlockSettings, Protocol):
-    """What :class:`SegmentMemoryTransformer` reads of its backbone's settings (with those of
-    its blocks, :class:`txrl.nn.blocks.BlockSettings`)."""
+    """What [`SegmentMemoryTransformer`][txrl.nn.pluggable_attention.SegmentMemoryTransformer] reads of its backbone's settings (with those of
+    its blocks, [`txrl.nn.blocks.BlockSettings`][txrl.nn.blocks.BlockSettings])."""
 
     @property
     def input_dim(self) -> int:
@@ -77,7 +77,7 @@ class SegmentSettings(BlockSettings, Protocol):
 
 
 def active_recorder() -> AttentionRecorder | None:
-    """The :class:`txrl.nn.attention.AttentionRecorder` in effect (None outside its ``with``
+    """The [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder] in effect (None outside its ``with``
     block), for the attentions that are not Transformer-XL's to hand it their weights."""
     return relative_module._active_recorder
 
@@ -94,7 +94,7 @@ class ConcatenatedMemoryAttention(nn.Module):
         plan: Any,
         stats: dict[str, torch.Tensor] | None,
     ) -> torch.Tensor:
-        """The layer loop's call (:class:`txrl.nn.memory.LayerMemoryBackbone`): concatenate,
+        """The layer loop's call (`txrl.nn.memory.LayerMemoryBackbone`): concatenate,
         then ``forward``."""
         keys = torch.cat((memory[0], new[0]), dim=1)  # (B, K, D)
         values = torch.cat((memory[1], new[1]), dim=1)  # (B, K, D)
@@ -121,8 +121,8 @@ class ProjectedAttention(ConcatenatedMemoryAttention):
 
 
 class MaskedRelativeAttention(ConcatenatedMemoryAttention):
-    """Base of the pluggable attentions that are :func:`relative_attention` under a mask of
-    their own; :meth:`attend` runs it and records the attention entropy in ``stats``."""
+    """Base of the pluggable attentions that are [`relative_attention`][txrl.nn.pluggable_attention.relative_attention] under a mask of
+    their own; [`attend`][txrl.nn.pluggable_attention.MaskedRelativeAttention.attend] runs it and records the attention entropy in ``stats``."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -170,7 +170,7 @@ def gather_windows(
     """Each step's own window of W = M + 1 positions (the M before it and itself, oldest first).
 
     ``stream`` (B, M+T, ...) memory entries followed by the T steps' entries, ``allowed``
-    (B, T, M+T) from :func:`txrl.nn.window.window_mask`. Returns the windows (B, T, W, ...)
+    (B, T, M+T) from `txrl.nn.window.window_mask`. Returns the windows (B, T, W, ...)
     (a strided view, no copy) and their validity (B, T, W); position W-1 is the step itself.
     """
     # (B, K, ...) -> (B, T, ..., W) -> (B, T, W, ...)
@@ -193,13 +193,13 @@ def window_validity(allowed: torch.Tensor, m: int) -> torch.Tensor:
 class SegmentMemoryTransformer(LayerMemoryBackbone):
     """Transformer-XL segment recurrence (Dai et al. 2019, sec. 3.2) with a pluggable attention.
 
-    Each attention module is a :class:`ConcatenatedMemoryAttention` implementing
+    Each attention module is a `ConcatenatedMemoryAttention` implementing
     ``project_memory(z) -> (keys, values)`` on layer inputs (B, N, D) and ``forward(z, keys,
     values, plan, stats) -> (B, T, D)``, with z (B, T, D) the normalised current inputs,
-    keys/values (B, K, D) memory then current, ``plan`` what :meth:`attention_plans` made
+    keys/values (B, K, D) memory then current, ``plan`` what `attention_plans` made
     for its layer, and ``stats`` a dict to fill or None.
-    Subclasses give the attentions and may override :meth:`attention_plans`,
-    :meth:`aux_losses` and :meth:`extra_stats`; the layer loop is the shared one.
+    Subclasses give the attentions and may override `attention_plans`,
+    `aux_losses` and `extra_stats`; the layer loop is the shared one.
     """
 
     def __init__(self, config: SegmentSettings, attentions: Sequence[nn.Module]) -> None:

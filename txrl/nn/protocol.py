@@ -11,20 +11,20 @@ is cleared before that step is processed. Running T steps one call at a time and
 them as one sequence give the same outputs; learners rely on this.
 
 The state is a NamedTuple of tensors with the **env on axis 0** of every field, so learners
-slice, store and reset it with the helpers of :mod:`txrl.nn.state` without knowing what is
+slice, store and reset it with the helpers of `txrl.nn.state` without knowing what is
 inside. Learners that train on segments of a rollout also use:
 
-* :meth:`Backbone.run` with ``trace=True``: besides the output and the new state it returns
+* [`Backbone.run`][txrl.nn.protocol.Backbone.run] with ``trace=True``: besides the output and the new state it returns
   a *trace*, a NamedTuple of tensors with (T, B) leading, small per step (for the TrXL
   family the layer inputs of each step, not an M-long memory copy);
-* :meth:`Backbone.state_at`: rebuilds the state that was in force before step t of a
+* [`Backbone.state_at`][txrl.nn.protocol.Backbone.state_at]: rebuilds the state that was in force before step t of a
   rollout from the state at its start and its trace, so a training segment that starts at
   t sees exactly the memory its acting steps saw;
-* :meth:`Backbone.step`: one acting step that may advance the state in place (the
+* [`Backbone.step`][txrl.nn.protocol.Backbone.step]: one acting step that may advance the state in place (the
   rollout's and ``predict``'s path);
-* :meth:`Backbone.refresh_state`: recomputes caches derived from the parameters (TrXL's
+* [`Backbone.refresh_state`][txrl.nn.protocol.Backbone.refresh_state]: recomputes caches derived from the parameters (TrXL's
   memory keys and values) after an update;
-* :meth:`Backbone.on_parameters_changed`: drops what modules derived from the parameters
+* [`Backbone.on_parameters_changed`][txrl.nn.protocol.Backbone.on_parameters_changed]: drops what modules derived from the parameters
   for acting steps (TrXL's positional keys). A training pass, ``train()`` / ``eval()``, a
   load and a copy drop or leave it by themselves; weights written otherwise with gradients
   off (``p.data``, ``p.copy_`` under ``torch.no_grad``) need this call;
@@ -43,7 +43,7 @@ from torch import nn
 
 
 class BackboneOutput(NamedTuple):
-    """Everything :meth:`Backbone.run` returns."""
+    """Everything [`Backbone.run`][txrl.nn.protocol.Backbone.run] returns."""
 
     output: torch.Tensor  # (T, B, output_dim)
     # NamedTuple of tensors, env on axis 0, detached from the graph; None when run was called
@@ -55,9 +55,9 @@ class BackboneOutput(NamedTuple):
 
 
 class Backbone(nn.Module, abc.ABC):
-    """Base class of all memory models. Subclasses implement :meth:`initial_state` and :meth:`run`.
+    """Base class of all memory models. Subclasses implement `initial_state` and `run`.
 
-    The default :meth:`state_at` assumes the trace is the sequence of states in force
+    The default `state_at` assumes the trace is the sequence of states in force
     before each step (true for recurrent nets, whose state is small); backbones whose
     memory is a window of past steps override it.
     """
@@ -87,7 +87,7 @@ class Backbone(nn.Module, abc.ABC):
     ) -> BackboneOutput:
         """Process ``x`` (T, B, I) from ``state``; see the module docstring.
 
-        ``trace``: also return the trace (:meth:`state_at`); ``stats``: fill
+        ``trace``: also return the trace (`state_at`); ``stats``: fill
         ``BackboneOutput.stats``; ``next_state`` False: ``BackboneOutput.state`` is None (a
         training pass that never reads it), so a backbone may skip building the memory after
         the T steps (for the TrXL family three L x (M+T) x D concatenations per call). The
@@ -99,10 +99,10 @@ class Backbone(nn.Module, abc.ABC):
     ) -> BackboneOutput:
         """One acting step (``x`` (1, B, I)) whose caller hands ``state`` over.
 
-        Same outputs as :meth:`run`; when gradients are off a backbone may advance ``state``
+        Same outputs as `run`; when gradients are off a backbone may advance ``state``
         in place and return it (TrXL writes the step into its ring buffer), so ``state`` must
-        not be used again (copy it first with :func:`txrl.nn.state.clone_state` to keep it).
-        The default calls :meth:`run`.
+        not be used again (copy it first with `txrl.nn.state.clone_state` to keep it).
+        The default calls `run`.
         """
         return self.run(x, state, episode_starts, trace=trace)
 
@@ -117,7 +117,7 @@ class Backbone(nn.Module, abc.ABC):
     ) -> Any:
         """State in force before step ``t[b]`` of env b, before any reset at that step.
 
-        ``initial``: state at step 0 (env on axis 0, B envs); ``trace``: from :meth:`run` over
+        ``initial``: state at step 0 (env on axis 0, B envs); ``trace``: from `run` over
         the T steps, (T, B, ...); ``episode_starts`` (T, B); ``t`` (B,) long in [0, T).
         """
         del initial, episode_starts
@@ -133,7 +133,7 @@ class Backbone(nn.Module, abc.ABC):
         return state
 
     def without_caches(self, state: Any) -> Any:
-        """``state`` without what :meth:`refresh_state` recomputes from the parameters, for a
+        """``state`` without what `refresh_state` recomputes from the parameters, for a
         store that refreshes every state it hands out (a rollout buffer's kept segment
         states): TrXL drops its memory keys and values. The default returns ``state``."""
         return state
@@ -144,7 +144,7 @@ class Backbone(nn.Module, abc.ABC):
         A submodule with such a cache defines ``clear_parameter_cache()``. A training pass
         (any call with gradients on), ``train()`` / ``eval()`` and a loaded state dict drop
         the caches by themselves (e.g.
-        :meth:`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`); calling this
+        [`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`][txrl.nn.attention.RelativeMultiHeadAttention.derived_weights]); calling this
         is needed after weights are written otherwise with gradients off, and harmless
         always.
         """
@@ -155,7 +155,7 @@ class Backbone(nn.Module, abc.ABC):
 
     def state_placement(self, device: torch.device | str | None = None) -> dict[str, Any]:
         """``device`` (the parameters' when None) and the parameters' dtype, as keyword
-        arguments for the float fields of :meth:`initial_state`, so that an empty memory
+        arguments for the float fields of `initial_state`, so that an empty memory
         follows ``.double()`` and ``.to(device)`` as the weights do."""
         weight = next(self.parameters())
         return {"device": weight.device if device is None else device, "dtype": weight.dtype}

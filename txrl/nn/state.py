@@ -23,7 +23,7 @@ def detach_state(state: S) -> S:
 
 
 def clone_state(state: S) -> S:
-    """A copy of ``state`` that shares no memory with it (a state :meth:`Backbone.step`
+    """A copy of ``state`` that shares no memory with it (a state `Backbone.step`
     may advance in place stays as it is)."""
     return type(state)(*(field.clone() for field in state))
 
@@ -41,7 +41,7 @@ def state_to_numpy(state: tuple) -> tuple[np.ndarray, ...]:
 def as_state(template: S, given: Any, device: torch.device | str) -> S:
     """``given`` as a state like ``template``: a state of its type whose tensors are on
     ``device`` is checked and used as it is (no copy, the cheap path of ``predict``); a
-    tuple of arrays (saved, or built by hand) goes through :func:`state_from_numpy`."""
+    tuple of arrays (saved, or built by hand) goes through `state_from_numpy`."""
     wanted = torch.device(device)
     if isinstance(given, type(template)) and all(
         isinstance(field, torch.Tensor)
@@ -69,7 +69,7 @@ def _check_fields(template: tuple, fields: tuple[torch.Tensor, ...]) -> None:
 
 
 def state_from_numpy(template: S, arrays: tuple[Any, ...], device: torch.device | str) -> S:
-    """Rebuild a state of ``template``'s type from :func:`state_to_numpy` output."""
+    """Rebuild a state of ``template``'s type from `state_to_numpy` output."""
     if not isinstance(arrays, tuple) or len(arrays) != len(template):
         raise ValueError(
             f"state must be the tuple of {len(template)} arrays returned by predict(), got {type(arrays).__name__}"

@@ -4,19 +4,19 @@ and the evaluation of what it left.
 One module per job, each importing only those below it (pyproject.toml's import contracts
 hold them to that order):
 
-* :mod:`txrl.run.train`: the entry point, :func:`~txrl.run.train.train`: the preflight,
-  the lock, the agent recipe (:mod:`txrl.agents.recipe`, which wires the modules below);
-* :mod:`txrl.run.callbacks`: the SB3 callbacks that drive a run from inside the learner's
+* `txrl.run.train`: the entry point, [`train`][txrl.run.train.train]: the preflight,
+  the lock, the agent recipe (`txrl.agents.recipe`, which wires the modules below);
+* `txrl.run.callbacks`: the SB3 callbacks that drive a run from inside the learner's
   loop (evaluations and checkpoints between rollouts, progress, a clean stop);
-* :mod:`txrl.run.preflight`: the checks of a config that build a backbone, make an env or
+* `txrl.run.preflight`: the checks of a config that build a backbone, make an env or
   ask torch, run before anything is written;
-* :mod:`txrl.run.run_dir`: the run directory (:class:`~txrl.run.run_dir.Run`): its layout,
+* `txrl.run.run_dir`: the run directory (`Run`): its layout,
   resume and periodic evaluation;
-* :mod:`txrl.run.evaluate`: evaluating a model or a checkpoint;
-* :mod:`txrl.run.algorithms`: the algorithm class of each learner (imported from the path
+* [`txrl.run.evaluate`][txrl.run.evaluate]: evaluating a model or a checkpoint;
+* [`txrl.run.algorithms`][txrl.run.algorithms]: the algorithm class of each learner (imported from the path
   its record names), its constructor's arguments and the policy it builds;
-* :mod:`txrl.run.envs`: the training, eval and restored envs of a run;
-* :mod:`txrl.run.checkpoint`: the checkpoint format.
-* :mod:`txrl.run.run_files`: the run directory's files, read without torch (the eval log,
+* `txrl.run.envs`: the training, eval and restored envs of a run;
+* [`txrl.run.checkpoint`][txrl.run.checkpoint]: the checkpoint format.
+* `txrl.run.run_files`: the run directory's files, read without torch (the eval log,
   the finished record, the lock), which ``txrl compare`` and the results scripts read.
 """

@@ -1,11 +1,11 @@
 """The Stable-Baselines3 algorithm that trains each learner, the arguments and the policy a
 run gives it.
 
-The learners' records (:data:`txrl.learners.LEARNERS`) are torch-free: each holds the
+The learners' records ([`txrl.learners.LEARNERS`][txrl.learners.LEARNERS]) are torch-free: each holds the
 function that imports its algorithm class from the learner's own folder. This module, in the
-layer that may import torch, calls it: :data:`ALGORITHMS` is the registry's table with the
+layer that may import torch, calls it: [`ALGORITHMS`][txrl.run.algorithms.ALGORITHMS] is the registry's table with the
 classes in place of the records, as rl-zoo3's ``ALGOS``, read from the registry each time,
-so a learner registered from outside txrl (:func:`txrl.learners.register_learner`) is in it
+so a learner registered from outside txrl ([`txrl.learners.register_learner`][txrl.learners.register_learner]) is in it
 at once. The recipe, evaluation and the preflight checks read it.
 """
 
@@ -27,7 +27,7 @@ from txrl.sb3.schedule import setting_argument
 
 def algorithm_class(algo: str) -> type[BaseAlgorithm]:
     """The algorithm class of learner ``algo``, from its record's function; an unknown learner
-    is the ValueError of :func:`txrl.learners.get_learner`, a function that returns no
+    is the ValueError of [`txrl.learners.get_learner`][txrl.learners.get_learner], a function that returns no
     algorithm class a ConfigError."""
     learner = get_learner(algo)
     found = learner.algorithm()
@@ -40,8 +40,8 @@ def algorithm_class(algo: str) -> type[BaseAlgorithm]:
 
 
 class _Algorithms(Mapping[str, type[BaseAlgorithm]]):
-    """Learner name -> algorithm class: :data:`txrl.learners.LEARNERS` with each record's
-    class imported on access (:func:`algorithm_class`)."""
+    """Learner name -> algorithm class: [`txrl.learners.LEARNERS`][txrl.learners.LEARNERS] with each record's
+    class imported on access ([`algorithm_class`][txrl.run.algorithms.algorithm_class])."""
 
     def __getitem__(self, algo: str) -> type[BaseAlgorithm]:
         if algo not in learner_names():
@@ -65,7 +65,7 @@ ALGORITHMS: Mapping[str, type[BaseAlgorithm]] = _Algorithms()
 def settings_kwargs(settings: Any) -> dict[str, Any]:
     """Keyword arguments of an algorithm's constructor for a learner's ``settings`` (one per
     field; a ``lin_<x>`` value becomes SB3's linear schedule,
-    :func:`txrl.sb3.schedule.setting_argument`)."""
+    [`txrl.sb3.schedule.setting_argument`][txrl.sb3.schedule.setting_argument])."""
     return {
         f.name: setting_argument(getattr(settings, f.name)) for f in dataclasses.fields(settings)
     }
@@ -79,7 +79,7 @@ def encoder_prefix(encoder: str, observation_space: Any) -> str:
     flattened into an MLP would lose their layout; Mlp for the rest, MiniGrid-style code grids
     included: SB3 counts them as images too, but their cells hold object, colour and state
     codes, not intensities (the memory policies embed them with
-    :class:`txrl.sb3.extractors.SymbolicGridExtractor`).
+    `txrl.sb3.extractors.SymbolicGridExtractor`).
     """
     from gymnasium import spaces
 
@@ -96,7 +96,7 @@ def policy_for(
     algo: str, policy: PolicyConfig, observation_space: Any
 ) -> tuple[str, dict[str, Any]]:
     """The SB3 policy name and ``policy_kwargs`` that learner ``algo`` builds for the config's
-    ``policy`` section on ``observation_space`` (its :attr:`txrl.learners.Learner.policy`,
+    ``policy`` section on ``observation_space`` (its `txrl.learners.Learner.policy`,
     given the encoder's prefix)."""
     prefix = encoder_prefix(policy.encoder, observation_space)
     return get_learner(algo).policy(policy, prefix)

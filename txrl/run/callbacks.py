@@ -1,10 +1,10 @@
 """The SB3 callbacks of a training run: when to evaluate and checkpoint, progress, and a
 clean stop on Ctrl-C, SIGTERM or a chosen step.
 
-They drive a :class:`txrl.run.run_dir.Run` from inside the learner's loop, so they import it
-and it knows nothing of them; :func:`run_callbacks` builds the run's own for its learner.
+They drive a `txrl.run.run_dir.Run` from inside the learner's loop, so they import it
+and it knows nothing of them; `run_callbacks` builds the run's own for its learner.
 They count env steps over the run's whole budget, not calls since their own start, so their
-schedules and totals survive a resume (see :mod:`txrl.run.run_dir`).
+schedules and totals survive a resume (see `txrl.run.run_dir`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from txrl.run.run_dir import Run
 
 def run_callbacks(run: Run, eval_env: VecEnv) -> list[BaseCallback]:
     """The callbacks of ``run``: evaluation and checkpoints between rollouts
-    (:class:`BetweenRollouts`) and, with ``runtime.progress_bar``, progress over the whole
-    budget (:class:`Progress`)."""
+    (`BetweenRollouts`) and, with ``runtime.progress_bar``, progress over the whole
+    budget (`Progress`)."""
     callbacks: list[BaseCallback] = [BetweenRollouts(run, eval_env)]
     if run.config.runtime.progress_bar:
         callbacks.append(Progress(run))
@@ -98,9 +98,9 @@ class StopOnInterrupt(BaseCallback):
 
     A ``KeyboardInterrupt`` raised at an arbitrary point of training can leave a lock held
     (the TensorBoard writer's queue, a thread's condition) and hang the exit that follows.
-    Inside :meth:`catching`, the first SIGINT or SIGTERM (what ``kill`` and cluster schedulers
-    send before they end a job) only sets :attr:`requested`, as :func:`request_stop` does.
-    With ``save`` (a run's :meth:`txrl.run.run_dir.Run.save_on_stop`), training goes on to the
+    Inside `catching`, the first SIGINT or SIGTERM (what ``kill`` and cluster schedulers
+    send before they end a job) only sets `requested`, as `request_stop` does.
+    With ``save`` (a run's `txrl.run.run_dir.Run.save_on_stop`), training goes on to the
     end of the rollout under way and its update, ``save(model)`` writes a checkpoint at the
     next rollout start (the one point where a checkpoint is consistent, as the periodic ones
     are), and ``learn()`` ends there: the resumed run continues exactly where it stopped.
@@ -109,7 +109,7 @@ class StopOnInterrupt(BaseCallback):
     resume). Outside the main thread, or for a signal that is ignored, nothing changes.
 
     ``at_step`` stops the same way, unasked, once training has reached that step: a pause
-    (:attr:`paused`), for a run to be continued later or a screen of a long run's start
+    (`paused`), for a run to be continued later or a screen of a long run's start
     with the long run's schedules.
     """
 
@@ -140,12 +140,12 @@ class StopOnInterrupt(BaseCallback):
             )
 
     def catching(self) -> contextlib.AbstractContextManager[None]:
-        """Handle SIGINT and SIGTERM as above for the block (:func:`handling_signals`)."""
+        """Handle SIGINT and SIGTERM as above for the block (`handling_signals`)."""
         return handling_signals(self.SIGNALS, self._request)
 
     @property
     def stopping(self) -> bool:
-        """Whether a stop was asked for (a signal, :func:`request_stop`) or ``at_step`` is
+        """Whether a stop was asked for (a signal, `request_stop`) or ``at_step`` is
         reached."""
         if _STOP_REQUESTED.is_set():
             self.requested = self.signalled = True

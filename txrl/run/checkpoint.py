@@ -7,7 +7,7 @@ moved into place with ``os.replace``, so a crash (even ``kill -9``) leaves eithe
 previous checkpoint or the new one, never a torn file.
 
 A checkpoint damaged after it was written (a truncated copy, a disk error) is found by
-:func:`read_checkpoint`, which checks every member's CRC: resuming then names the bad file,
+[`read_checkpoint`][txrl.run.checkpoint.read_checkpoint], which checks every member's CRC: resuming then names the bad file,
 sets it aside as ``<name>.corrupt`` and continues from the newest readable one.
 
 Layout in a run directory::
@@ -60,7 +60,7 @@ class CheckpointError(RunError):
 
 @dataclass
 class ResumeState:
-    """What a checkpoint holds besides SB3's model archive (see :mod:`txrl.run.run_dir`)."""
+    """What a checkpoint holds besides SB3's model archive (see `txrl.run.run_dir`)."""
 
     num_timesteps: int
     last_obs: Any  # np.ndarray or dict of them, as the learner last saw them
@@ -146,7 +146,7 @@ def save_checkpoint(
 
 
 class _ResumeUnpickler(pickle.Unpickler):
-    """Reads a resume state, finding classes whose module moved (:data:`MOVED_MODULES`) at
+    """Reads a resume state, finding classes whose module moved ([`MOVED_MODULES`][txrl.run.checkpoint.MOVED_MODULES]) at
     their new home without the old path's deprecation warning."""
 
     def find_class(self, module: str, name: str) -> Any:
@@ -156,7 +156,7 @@ class _ResumeUnpickler(pickle.Unpickler):
 def read_checkpoint(path: Path) -> tuple[ResumeState, TrainConfig]:
     """The resume state and config of checkpoint ``path``, after checking the whole file.
 
-    Raises :class:`CheckpointError` naming the file and what is wrong with it.
+    Raises [`CheckpointError`][txrl.run.checkpoint.CheckpointError] naming the file and what is wrong with it.
     """
     valid = "a checkpoint written by txrl train (checkpoints/step_<T>.zip or final.zip)"
 

@@ -1,7 +1,7 @@
 """The envs of a run: training envs (optionally normalised), eval envs, restored envs.
 
-Used by training (:class:`txrl.run.run_dir.Run`, the recipe) and by evaluating a checkpoint
-(:func:`txrl.run.evaluate.evaluate_checkpoint`).
+Used by training (`txrl.run.run_dir.Run`, the recipe) and by evaluating a checkpoint
+([`txrl.run.evaluate.evaluate_checkpoint`][txrl.run.evaluate.evaluate_checkpoint]).
 Every env is wrapped in SB3's ``Monitor`` (episode returns and lengths) and seeded
 ``seed, seed + 1, ...``; eval envs use seeds disjoint from the training envs'.
 """
@@ -44,7 +44,7 @@ def _ignoring_sigint(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
 
     A terminal's Ctrl-C reaches every process of its group; SB3's env workers end on it, and
     the training process, which stops cleanly at the end of its rollout
-    (:class:`txrl.run.callbacks.StopOnInterrupt`), would then find its envs gone mid-rollout."""
+    (`txrl.run.callbacks.StopOnInterrupt`), would then find its envs gone mid-rollout."""
 
     def make(**kwargs: Any) -> gym.Env:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

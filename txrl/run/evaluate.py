@@ -1,6 +1,6 @@
 """Evaluation of a trained agent: success rate and return with 95% confidence intervals.
 
-Episodes are run with SB3's :func:`~stable_baselines3.common.evaluation.evaluate_policy`,
+Episodes are run with SB3's `evaluate_policy`,
 which carries a recurrent policy's state from step to step: it calls
 ``model.predict(obs, state=state, episode_start=episode_starts)`` with ``state=None`` first
 (the policy starts from its empty memory) and ``episode_starts[i] = done`` afterwards, so
@@ -8,13 +8,13 @@ each env's memory is cleared when its next episode begins. Episodes are split ev
 the eval envs (SB3's unbiased split). Success is ``info["is_success"]`` at each counted
 episode end, collected through ``evaluate_policy``'s callback as SB3's ``EvalCallback`` does.
 
-Intervals (from :mod:`txrl.stats`): the success rate's is Wilson's score interval (good near
+Intervals (from [`txrl.stats`][txrl.stats]): the success rate's is Wilson's score interval (good near
 0 and 1, where the normal approximation is not); the mean return's is a percentile bootstrap. Across seeds
 (``txrl compare``) the summaries are the mean, the interquartile mean (IQM, Agarwal et al.
 2021) and a percentile-bootstrap interval of the mean.
 
-An evaluation's score (:func:`eval_score`) is what chooses the best checkpoint and stops a
-run; :func:`drop_from_best` says when a periodic evaluation has fallen far below the run's
+An evaluation's score (`eval_score`) is what chooses the best checkpoint and stops a
+run; `drop_from_best` says when a periodic evaluation has fallen far below the run's
 best, the warning of a run that learned a task and then lost it (``eval.warn_drop``).
 """
 
@@ -123,7 +123,7 @@ def evaluate(model: Any, env: VecEnv, episodes: int, *, deterministic: bool = Tr
 
 
 def format_summary(summary: dict[str, Any]) -> str:
-    """One human-readable block of an eval summary (see :meth:`EvalResult.summary`)."""
+    """One human-readable block of an eval summary (see [`EvalResult.summary`][txrl.run.evaluate.EvalResult.summary])."""
     lines = []
     if summary.get("success_rate") is not None:
         lo, hi = summary["success_ci95"]
@@ -142,7 +142,7 @@ def eval_score(summary: dict[str, Any]) -> float:
 
 
 def eval_score_ci95(summary: dict[str, Any]) -> tuple[float, float] | None:
-    """The 95% interval of :func:`eval_score` (the success rate's where that is the score,
+    """The 95% interval of `eval_score` (the success rate's where that is the score,
     else the mean return's); None where the summary holds none."""
     key = "return_ci95" if summary.get("success_rate") is None else "success_ci95"
     ci = summary.get(key)
@@ -152,7 +152,7 @@ def eval_score_ci95(summary: dict[str, Any]) -> tuple[float, float] | None:
 @dataclass(frozen=True)
 class DropFromBest:
     """How the newest evaluation of a run stands against the best one before it
-    (:func:`drop_from_best`)."""
+    (`drop_from_best`)."""
 
     drop: float  # the best earlier score minus this one; 0 at a new best or the first evaluation
     best: dict[str, Any] | None  # the best earlier evaluation (the earliest on a tie)
@@ -183,9 +183,9 @@ def drop_from_best(log: Sequence[dict[str, Any]], threshold: float | None) -> Dr
     """How far the newest evaluation of ``log`` (a run's eval log, oldest first) fell below
     the best before it, and whether it fell far enough to warn.
 
-    An evaluation *falls* when it scores (:func:`eval_score`) more than ``threshold`` below
+    An evaluation *falls* when it scores (`eval_score`) more than ``threshold`` below
     the best earlier one and beyond the noise of the two: its 95% interval lies wholly below
-    the best's (:func:`eval_score_ci95`; where either has none, the threshold alone decides).
+    the best's (`eval_score_ci95`; where either has none, the threshold alone decides).
     The *warning* goes with the first evaluation to fall after a best: one per fall, the next
     only after a new best. It is decided from the log alone, so a resumed run (its log cut
     back to its checkpoint) warns where the uninterrupted run would. ``threshold`` None:
@@ -235,7 +235,7 @@ def load_checkpoint_model(checkpoint: Path, config: TrainConfig) -> BaseAlgorith
 def make_checkpoint_eval_env(
     checkpoint: Path, config: TrainConfig, *, episodes: int, seed: int | None = None
 ) -> VecEnv:
-    """Eval envs of ``config`` (see :func:`txrl.run.envs.make_eval_env`), with the observation
+    """Eval envs of ``config`` (see `txrl.run.envs.make_eval_env`), with the observation
     normalisation statistics frozen at the checkpoint's values when training used them."""
     env = make_eval_env(config, episodes=episodes, seed=seed)
     if config.env.normalize_obs:
@@ -262,12 +262,12 @@ def evaluate_checkpoint(
 
     The checkpoint carries its config, so the same env (and observation normalisation) is
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
-    judging seeds (:data:`txrl.run.envs.JUDGE_SEED_OFFSET`), apart from those of the
+    judging seeds (`txrl.run.envs.JUDGE_SEED_OFFSET`), apart from those of the
     evaluations during training, which chose the best checkpoint and may have stopped the
     run.
 
-    Returns :meth:`EvalResult.summary` and what was judged, so that a stored judgement can be
-    replayed: ``checkpoint`` (its path), ``judged`` (:func:`checkpoint_role`), ``timesteps``
+    Returns [`EvalResult.summary`][txrl.run.evaluate.EvalResult.summary] and what was judged, so that a stored judgement can be
+    replayed: ``checkpoint`` (its path), ``judged`` (`checkpoint_role`), ``timesteps``
     (its step), ``seed`` and ``n_envs`` (env ``i`` of the ``n_envs`` eval envs was seeded
     ``seed + i``: ``--seed`` takes it) and ``deterministic`` (greedy actions or sampled).
     """

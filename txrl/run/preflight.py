@@ -1,11 +1,11 @@
 """Training's preflight: the checks of a config that need more than the config, run once
 before a run directory is written.
 
-:func:`resolve` runs the registries' checks (:mod:`txrl.config.checks`), builds the backbone
+[`resolve`][txrl.run.preflight.resolve] runs the registries' checks (`txrl.config.checks`), builds the backbone
 once at a tiny size (so that its own checks run), makes one env (so that the env checks its
 kwargs and its spaces are ones the learner trains on), builds the encoder when
 ``policy.encoder_kwargs`` is set, and asks torch whether the device exists. Training
-(:func:`txrl.run.train.train`) and ``txrl compare`` (once per variant, before any run
+([`txrl.run.train.train`][txrl.run.train.train]) and ``txrl compare`` (once per variant, before any run
 starts) call it; parsing a config never does, so reading a run's config or planning a grid
 builds nothing and imports no torch.
 """

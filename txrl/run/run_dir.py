@@ -1,11 +1,11 @@
 """The run directory of a training run: its layout, periodic evaluation, atomic checkpoints,
 resume, the finished record and the lock that keeps one process in it.
 
-A :class:`Run` is one training session in its directory; the agent recipe
-(:mod:`txrl.agents.recipe`) opens one and wires it to its learner, and ``txrl train`` and
-``txrl compare`` call the recipe through :func:`txrl.run.train.train`. The SB3 callbacks that
+A `Run` is one training session in its directory; the agent recipe
+(`txrl.agents.recipe`) opens one and wires it to its learner, and ``txrl train`` and
+``txrl compare`` call the recipe through [`txrl.run.train.train`][txrl.run.train.train]. The SB3 callbacks that
 drive it from inside the learner's loop (when to evaluate and checkpoint, progress) are
-:mod:`txrl.run.callbacks`', which import it: a run knows nothing of the loop.
+`txrl.run.callbacks`', which import it: a run knows nothing of the loop.
 
 Run directory::
 
@@ -23,7 +23,7 @@ Run directory::
 
 A checkpoint is one zip file, written atomically between rollouts, where the learner's
 state is consistent (the previous update done, the next rollout not begun); its format is
-:mod:`txrl.run.checkpoint`'s.
+[`txrl.run.checkpoint`][txrl.run.checkpoint]'s.
 
 What resume restores (``txrl train --resume RUN_DIR``) from the last checkpoint:
 
@@ -47,21 +47,21 @@ step once, in order (a ``best.zip`` from after the checkpoint goes too: the eval
 won is no longer in the log), and the resumed run's points continue them in the same ``tb/``
 directory (the ``train/`` values of the update just before the checkpoint, which SB3 logs
 with the next rollout, are the one point missing). A checkpoint that cannot be read (a truncated copy) is named, set aside as
-``<name>.corrupt`` and the newest readable one used (:mod:`txrl.run.checkpoint`).
+``<name>.corrupt`` and the newest readable one used ([`txrl.run.checkpoint`][txrl.run.checkpoint]).
 A resume never replaces a record it cannot continue: with no checkpoint to resume from,
 a run killed before its first checkpoint starts over (its logs reach no further than a
 restart writes them again), while a directory holding a ``finished.json`` or logs past the
 first checkpoint's step (a record copied without its checkpoints) is refused, unchanged
-(:func:`check_nothing_to_lose`). A ``config.yaml`` edited by hand away from the
+(`check_nothing_to_lose`). A ``config.yaml`` edited by hand away from the
 checkpoint's config, outside what ``--set`` may change on a resume, is refused too, naming
-each key (:func:`check_config_of_checkpoint`).
+each key (`check_config_of_checkpoint`).
 With dummy envs and deterministic torch kernels (CPU), a resumed run reproduces the
 uninterrupted one; ``tests/test_cli.py`` checks that. Ctrl-C or SIGTERM ends a run after the
 rollout under way and its update, with a checkpoint at the next rollout start
-(:class:`txrl.run.callbacks.StopOnInterrupt`, :meth:`Run.save_on_stop`; a second one at once),
+(`txrl.run.callbacks.StopOnInterrupt`, `Run.save_on_stop`; a second one at once),
 and one line: that step, the checkpoint and the command that resumes it. ``until``
-(:func:`txrl.run.train.train`, ``--until``) pauses a run the same way at a chosen step
-(:meth:`Run.paused`), its budget unchanged.
+([`txrl.run.train.train`][txrl.run.train.train], ``--until``) pauses a run the same way at a chosen step
+(`Run.paused`), its budget unchanged.
 
 A larger budget (``txrl train --resume RUN_DIR --set budget=N``, also how a finished run is
 extended) changes one thing besides the length: ``lin_<x>`` schedules (learning rate, clip
@@ -71,7 +71,7 @@ stand where a run of the new budget would stand there and fall to 0 at its end: 
 finished at 2,048 steps (learning rate 0) and is extended to 4,096 goes on at half its
 start. This is chosen over continuing from where the schedule ended, which for a finished
 run is 0 and would train nothing; the resume prints the schedules' values (see
-:func:`schedule_note`). An interrupted run resumed with its own budget continues exactly.
+`schedule_note`). An interrupted run resumed with its own budget continues exactly.
 """
 
 from __future__ import annotations
@@ -140,8 +140,8 @@ from txrl.run.run_files import (
 
 @dataclass
 class TrainResult:
-    """What a finished training run returns: :meth:`Run.finish` makes it, the recipe and
-    :func:`txrl.run.train.train` return it."""
+    """What a finished training run returns: `Run.finish` makes it, the recipe and
+    [`txrl.run.train.train`][txrl.run.train.train] return it."""
 
     run_dir: Path
     timesteps: int
@@ -180,10 +180,10 @@ class Run:
         resume: bool = False,
         warn: Callable[[str], None] | None = None,
     ) -> Run:
-        """Create a fresh run directory, or reopen one to resume (see :func:`txrl.run.train.train`).
+        """Create a fresh run directory, or reopen one to resume (see [`txrl.run.train.train`][txrl.run.train.train]).
 
         A resumed run may be given a config that differs from its own in the keys of
-        :data:`txrl.config.RESUME_KEYS` (a larger budget continues a finished run). An
+        `txrl.config.RESUME_KEYS` (a larger budget continues a finished run). An
         unreadable checkpoint is reported through ``warn``, set aside, and the newest
         readable one used instead.
         """
@@ -394,7 +394,7 @@ class Run:
         return path
 
     def save_on_stop(self, model: BaseAlgorithm) -> int:
-        """The checkpoint of a stop at a rollout start (:class:`txrl.run.callbacks.StopOnInterrupt`):
+        """The checkpoint of a stop at a rollout start (`txrl.run.callbacks.StopOnInterrupt`):
         a periodic one at this step, unless one was just written here. Returns its step."""
         step = int(model.num_timesteps)
         if self.last_checkpoint != step or latest_checkpoint(self.run_dir) is None:
@@ -442,7 +442,7 @@ class Run:
 
     def paused(self, step: int, until: int) -> TrainingPaused:
         """A pause at ``step`` (the first rollout start at or after ``until``), whose
-        checkpoint :meth:`save_on_stop` wrote: that checkpoint and how to continue."""
+        checkpoint `save_on_stop` wrote: that checkpoint and how to continue."""
         checkpoint = periodic_path(self.run_dir, step)
         return TrainingPaused(
             f"paused at step {step:,} (until {until:,}) of {self.config.budget:,}; checkpoint "
@@ -451,7 +451,7 @@ class Run:
 
 
 def check_nothing_to_lose(run_dir: Path, config: TrainConfig) -> None:
-    """Before a resume with no checkpoint starts ``run_dir`` over: raise :class:`RunError`
+    """Before a resume with no checkpoint starts ``run_dir`` over: raise `RunError`
     when its record holds training a restart would not write again.
 
     A run killed before its first checkpoint, at step ``checkpoint.every``, has logged at
@@ -488,9 +488,9 @@ def check_nothing_to_lose(run_dir: Path, config: TrainConfig) -> None:
 def check_config_of_checkpoint(
     run_dir: Path, checkpoint: Path, saved: TrainConfig, config: TrainConfig
 ) -> None:
-    """Raise :class:`RunError` when the config a run resumes with (its ``config.yaml`` with
+    """Raise `RunError` when the config a run resumes with (its ``config.yaml`` with
     any ``--set``) differs from the one its checkpoint was trained with in a key a resume may
-    not change (outside :data:`txrl.config.RESUME_KEYS`): a ``config.yaml`` edited by hand
+    not change (outside `txrl.config.RESUME_KEYS`): a ``config.yaml`` edited by hand
     would otherwise be recorded as the run's while the checkpoint's model, envs and learner
     go on as they were."""
     old, new = saved.to_dict(), config.to_dict()

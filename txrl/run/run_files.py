@@ -1,9 +1,9 @@
 """The files of a run directory, read and written without torch: their names, the eval log,
 the finished record, the TensorBoard cut-back of a resume, the lock and the default place.
 
-:mod:`txrl.run.run_dir` trains in a run directory with these; ``txrl compare`` and the
+`txrl.run.run_dir` trains in a run directory with these; ``txrl compare`` and the
 results scripts read finished runs with them alone. The layout is described in
-:mod:`txrl.run.run_dir`.
+`txrl.run.run_dir`.
 """
 
 from __future__ import annotations
@@ -158,9 +158,9 @@ def tensorboard_last_step(tb_dir: Path) -> int | None:
 
 def checkpoint_intact(path: Path) -> bool:
     """Whether ``path`` is a whole checkpoint: a zip archive with every member of
-    :data:`CHECKPOINT_MEMBERS`, each passing its CRC check, read without torch. (The first
+    `CHECKPOINT_MEMBERS`, each passing its CRC check, read without torch. (The first
     half of a checkpoint may still open as a zip: the model's ``policy.pth`` inside it is
-    one.) :func:`txrl.run.checkpoint.read_checkpoint` reads it and names what is wrong."""
+    one.) [`txrl.run.checkpoint.read_checkpoint`][txrl.run.checkpoint.read_checkpoint] reads it and names what is wrong."""
     try:
         with zipfile.ZipFile(path) as archive:
             whole = set(CHECKPOINT_MEMBERS) <= set(archive.namelist())

@@ -1,4 +1,4 @@
-"""The entry point of training: :func:`train` runs a config's agent recipe in a run directory.
+"""The entry point of training: [`train`][txrl.run.train.train] runs a config's agent recipe in a run directory.
 
 Before anything is written it resolves the config (the checks that need the backbone
 registry, the env or the device) and warns about a budget below one rollout; while the
@@ -6,9 +6,9 @@ recipe runs it holds the run directory's lock, and it turns Ctrl-C outside the l
 loop and a non-finite update into one-line errors that name the newest checkpoint.
 
 The run directory itself (its layout, what a resume restores, crash safety) is
-:mod:`txrl.run.run_dir`'s; the callbacks that evaluate and checkpoint are
-:mod:`txrl.run.callbacks`'. This module is the top of the run layer: the recipe it calls,
-given by its caller (:mod:`txrl.agents.recipe`), wires the modules below it, none of which
+`txrl.run.run_dir`'s; the callbacks that evaluate and checkpoint are
+`txrl.run.callbacks`'. This module is the top of the run layer: the recipe it calls,
+given by its caller (`txrl.agents.recipe`), wires the modules below it, none of which
 imports this one.
 """
 
@@ -56,18 +56,18 @@ def train(
 ) -> TrainResult:
     """Train ``config`` in ``run_dir`` (default ``runs/<name>-<time>``) with the agent
     ``recipe``, which the caller passes (``txrl train`` and ``txrl compare``:
-    :func:`txrl.agents.recipe.main`): the recipe wires the modules of this layer, so this
+    `txrl.agents.recipe.main`): the recipe wires the modules of this layer, so this
     module, above them, does not import it.
 
     ``resume=True`` continues the run in ``run_dir`` from its last checkpoint (see
-    :mod:`txrl.run.run_dir` for what that restores); ``config`` must be the run's own, changed at
-    most in :data:`txrl.config.RESUME_KEYS` (a larger budget extends a finished run).
+    `txrl.run.run_dir` for what that restores); ``config`` must be the run's own, changed at
+    most in `txrl.config.RESUME_KEYS` (a larger budget extends a finished run).
     ``until`` pauses the run at the first rollout start at or after that step, with a
-    checkpoint there, and raises :class:`txrl.errors.TrainingPaused`; the budget and the
+    checkpoint there, and raises `txrl.errors.TrainingPaused`; the budget and the
     ``lin_`` schedules stay the config's, so a resume goes on as if it had never paused (a
     screen of a long run's first steps, a run split over sessions).
     The checks that need the backbone registry, the env or the device run first
-    (:func:`txrl.run.preflight.resolve`); nothing is written when they fail.
+    ([`txrl.run.preflight.resolve`][txrl.run.preflight.resolve]); nothing is written when they fail.
     """
     if until is not None and until < 1:
         raise ConfigError(f"until must be a step >= 1, got {until}")

@@ -3,8 +3,8 @@
 ``MemoryOnPolicyAlgorithm`` owns the loop (SB3's ``learn``), the rollout with each env's
 memory carried from step to step and from rollout to rollout, the rollout buffer with its
 memory streams, and the minibatch loop over segments. A learner (MemoryPPO, VMPO) supplies
-only its loss (:meth:`MemoryOnPolicyAlgorithm._loss`) and optional hooks around it. What
-it is given (policy, settings, envs, a saved file) is checked by :mod:`txrl.sb3.checks`.
+only its loss (`MemoryOnPolicyAlgorithm._loss`) and optional hooks around it. What
+it is given (policy, settings, envs, a saved file) is checked by `txrl.sb3.checks`.
 
 Legend: S steps per segment, G segments per minibatch, X = S * G transitions, B envs.
 """
@@ -60,19 +60,19 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
     """SB3 on-policy algorithm whose policy has memory; subclasses define the loss.
 
     A learner subclasses ``MemoryOnPolicyAlgorithm[U]`` with ``U`` the type of its
-    per-update settings (a frozen dataclass or NamedTuple): :meth:`_update_settings` builds
+    per-update settings (a frozen dataclass or NamedTuple): `_update_settings` builds
     one ``U`` per ``train()`` (schedules read at the current progress, whole-rollout
-    statistics) and :meth:`_loss` receives it with each minibatch. It names its settings
-    dataclass, :attr:`settings_class`; the constructor takes ``policy``, ``env``, SB3's wiring
+    statistics) and `_loss` receives it with each minibatch. It names its settings
+    dataclass, `settings_class`; the constructor takes ``policy``, ``env``, SB3's wiring
     (``tensorboard_log``, ``policy_kwargs``, ``verbose``, ``seed``, ``device``) and, as
     keyword arguments, the fields of those settings, with their defaults.
 
-    :param segment_length: steps per training sequence (S); ``n_steps`` and ``batch_size``
+    * ``segment_length``: steps per training sequence (S); ``n_steps`` and ``batch_size``
         must be multiples of it. A minibatch holds ``batch_size // segment_length`` segments.
-    :param aux_loss_coef: coefficient per named auxiliary loss, a backbone's (e.g.
+    * ``aux_loss_coef``: coefficient per named auxiliary loss, a backbone's (e.g.
         ``{"span_l1": 1e-3}``) or the policy's own (``past_prediction``,
         ``observation_reconstruction``); names not listed get coefficient 1.
-    :param check_finite: what a NaN or infinite observation or reward from an env does:
+    * ``check_finite``: what a NaN or infinite observation or reward from an env does:
         ``"raise"`` (default) stops with an error naming the env, the field and the rollout
         step; ``"warn"`` warns the same and keeps the data (SB3's ``VecCheckNan`` with
         ``raise_exception=False``); ``"off"`` skips the check (one ``np.isfinite`` per step
@@ -206,7 +206,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
     def load(
         cls: type[SelfMemoryAlgorithm], path: Any, *args: Any, **kwargs: Any
     ) -> SelfMemoryAlgorithm:
-        """SB3's ``load``; a missing file is named as given (:func:`check_model_path`)."""
+        """SB3's ``load``; a missing file is named as given (`check_model_path`)."""
         check_model_path(path)
         return super().load(path, *args, **kwargs)
 
@@ -236,7 +236,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         return None if self._memory is None else state_to_numpy(self._memory)
 
     def set_memory(self, arrays: tuple[np.ndarray, ...] | None) -> None:
-        """Restore what :meth:`get_memory` returned; ``None`` (a model that has not acted
+        """Restore what `get_memory` returned; ``None`` (a model that has not acted
         yet) leaves no live memory, so the next rollout starts each env from an empty one."""
         if arrays is None:
             self._memory = None
@@ -267,7 +267,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         return self.policy
 
     def _graphed_acting(self, policy: MemoryActorCriticPolicy, memory: Any) -> GraphedActing | None:
-        """This rollout's acting step as a CUDA graph (:mod:`txrl.sb3.graphs`), or None: on a
+        """This rollout's acting step as a CUDA graph (`txrl.sb3.graphs`), or None: on a
         CPU, with ``cuda_graph=False``, for a continuous action space or a backbone that does
         not declare ``graph_capturable``.
 
@@ -534,7 +534,7 @@ def _mean(values: list[torch.Tensor | float]) -> float:
 def learner_settings(algorithm: type, settings_class: type, given: Mapping[str, Any]) -> Any:
     """``settings_class`` with the keyword arguments ``given`` to ``algorithm``'s constructor,
     each as the algorithm takes it (``lin_<x>`` as SB3's schedule, a dict as a copy:
-    :func:`txrl.sb3.schedule.setting_argument`); a name that is no setting is a TypeError
+    [`txrl.sb3.schedule.setting_argument`][txrl.sb3.schedule.setting_argument]); a name that is no setting is a TypeError
     naming the valid ones."""
     names = [f.name for f in dataclasses.fields(settings_class)]
     unknown = sorted(set(given) - set(names))

@@ -24,7 +24,7 @@ those with the current weights, with gradient: the same state and the same gradi
 ``state_at`` with gradients on, without copying each env's whole trace and rebuilding its
 stream per minibatch and per epoch. The kept states hold nothing that ``refresh_state``
 recomputes (``backbone.without_caches``: for TrXL the layer inputs, not their keys and
-values). Where those states would take more than :data:`SEGMENT_STATES_MAX_BYTES` (a long
+values). Where those states would take more than `SEGMENT_STATES_MAX_BYTES` (a long
 memory, many segments) each minibatch rebuilds its segments' states instead, as
 ``state_at`` from the trace.
 """
@@ -170,7 +170,7 @@ class _MemoryStreams:
         """The state before every segment start, (B * N/S) rows env-major, without gradient
         (its parameter-derived part is refreshed per minibatch); built at the rollout's first
         call for this backbone and segment length, then kept. None above
-        :data:`SEGMENT_STATES_MAX_BYTES`."""
+        `SEGMENT_STATES_MAX_BYTES`."""
         kept = self._segment_states
         if kept is not None and kept[0] is backbone and kept[1] == segment_length:
             return kept[2]

@@ -2,10 +2,10 @@
 and data, and on ``load`` the file's learner. Each failure is one error that names the input
 and what is valid (non-finite env data only a warning with ``check_finite="warn"``).
 
-:class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm` calls them: at construction
-(:func:`check_policy_kwargs`, :func:`env_with_checked_observations`), when it builds or
-loads its model (:func:`check_saved_by`, :func:`check_observation_space`), at each rollout
-step (:func:`check_finite_step`) and before each optimizer step (:func:`check_finite_update`).
+[`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`][txrl.sb3.algorithm.MemoryOnPolicyAlgorithm] calls them: at construction
+(`check_policy_kwargs`, `env_with_checked_observations`), when it builds or
+loads its model (`check_saved_by`, `check_observation_space`), at each rollout
+step (`check_finite_step`) and before each optimizer step (`check_finite_update`).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def env_with_checked_observations(
     """The env (made from its id, as SB3 would), its observation space checked first: SB3
     wraps it in a DummyVecEnv, which fails without a useful message on some spaces; with
     ``policy`` (a name of ``aliases`` or a class), also that the policy's encoder reads that
-    space (:func:`check_policy_reads`). None (SB3's ``load`` builds the learner without an
+    space (`check_policy_reads`). None (SB3's ``load`` builds the learner without an
     env) stays None."""
     if env is None:
         return None

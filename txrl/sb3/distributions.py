@@ -1,6 +1,6 @@
 """The action distribution of a discrete acting step, drawn without building SB3's
-distribution: what :class:`txrl.sb3.policies.MemoryActorCriticPolicy` and the CUDA graph of
-a rollout step (:mod:`txrl.sb3.graphs`) draw their actions from."""
+distribution: what [`txrl.sb3.policies.MemoryActorCriticPolicy`][txrl.sb3.policies.MemoryActorCriticPolicy] and the CUDA graph of
+a rollout step (`txrl.sb3.graphs`) draw their actions from."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class ActingCategorical(CategoricalDistribution):
     has already normalised; its torch ``Categorical`` is built on first use.
 
     A rollout step only needs an action and its log-probability, which
-    :meth:`txrl.sb3.policies.MemoryActorCriticPolicy.act` reads from the log-softmax directly; building and
+    [`txrl.sb3.policies.MemoryActorCriticPolicy.act`][txrl.sb3.policies.MemoryActorCriticPolicy.act] reads from the log-softmax directly; building and
     validating a ``Categorical`` for every step costs more than the rest of the action head.
     Anything that asks for ``distribution`` (V-MPO's record of pi_old, a user's entropy) gets
     the same ``Categorical(logits=log_probs)``, built then.

@@ -8,20 +8,20 @@ ball (code 6) differ by 0.004, and the value of a code says nothing about its me
 The memory tasks hinge on exactly that difference, and an agent fed the scaled codes learns
 to walk to the end of the hallway and then guesses (success 0.5).
 
-:class:`SymbolicGridExtractor` reads the codes as categories instead: each channel's code
+`SymbolicGridExtractor` reads the codes as categories instead: each channel's code
 indexes its own learned embedding table, the embeddings of a cell are concatenated, and a
 small CNN reads the resulting (channels x embedding) feature map. This is what the strong
 MiniGrid agents do (the BabyAI baselines of Chevalier-Boisvert et al. 2019, "BabyAI: A
 Platform to Study the Sample Efficiency of Grounded Language Learning", ICLR, embed each
 cell's codes before their convolutions).
 
-Which spaces are symbolic grids: :func:`is_symbolic_grid`. A memory policy
-(:class:`txrl.sb3.policies.MemoryActorCriticPolicy`) picks this extractor by itself for
-them (:func:`chosen_extractor`), and for a Dict with a code grid among its entries
-:class:`MemoryCombinedExtractor`, which embeds the grid (:func:`code_grid_settings`).
+Which spaces are symbolic grids: `is_symbolic_grid`. A memory policy
+([`txrl.sb3.policies.MemoryActorCriticPolicy`][txrl.sb3.policies.MemoryActorCriticPolicy]) picks this extractor by itself for
+them (`chosen_extractor`), and for a Dict with a code grid among its entries
+`MemoryCombinedExtractor`, which embeds the grid (`code_grid_settings`).
 
-Also here: :class:`SmallCNN`, the memory policies' encoder of small images, and
-:class:`MemoryCombinedExtractor`, their encoder of dict observations.
+Also here: `SmallCNN`, the memory policies' encoder of small images, and
+`MemoryCombinedExtractor`, their encoder of dict observations.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def is_symbolic_grid(space: spaces.Space) -> TypeGuard[spaces.Box]:
     """Whether ``space`` looks like a MiniGrid-style symbolic view.
 
     True for a ``Box(0, 255, uint8)`` of shape (H, W, 3) or (3, H, W) (channel-first, as after
-    SB3's ``VecTransposeImage``) whose sides are at most :data:`MAX_SYMBOLIC_SIDE`.
+    SB3's ``VecTransposeImage``) whose sides are at most `MAX_SYMBOLIC_SIDE`.
     """
     if not isinstance(space, spaces.Box) or space.dtype != np.uint8 or len(space.shape) != 3:
         return False
@@ -79,7 +79,7 @@ class SymbolicGridExtractor(BaseFeaturesExtractor):
     """Embeds each cell's integer codes, then a small CNN: (B, H, W, C) codes -> (B, features_dim).
 
     Args:
-        observation_space: a space for which :func:`is_symbolic_grid` holds, channel-last or
+        observation_space: a space for which `is_symbolic_grid` holds, channel-last or
             channel-first.
         features_dim: width of the output.
         embedding_dim: width of each channel's code embedding; a cell becomes
@@ -178,7 +178,7 @@ class SmallCNN(BaseFeaturesExtractor):
 
 class MemoryCombinedExtractor(BaseFeaturesExtractor):
     """Dict observations, each entry encoded on its own and the results concatenated:
-    :class:`SymbolicGridExtractor` for MiniGrid-style code grids, :class:`SmallCNN` for other
+    `SymbolicGridExtractor` for MiniGrid-style code grids, `SmallCNN` for other
     images, flattening for the rest.
 
     Args:
@@ -188,7 +188,7 @@ class MemoryCombinedExtractor(BaseFeaturesExtractor):
             code grid made them turn off SB3's scaling of every image entry
             (``normalize_images=False``), so the grid reaches its embedding as integer
             codes while pixel images are still scaled.
-        grid_kwargs: further arguments of each grid's :class:`SymbolicGridExtractor` (e.g.
+        grid_kwargs: further arguments of each grid's `SymbolicGridExtractor` (e.g.
             ``{"pooled": True}``).
     """
 
@@ -243,8 +243,8 @@ def chosen_extractor(
 ) -> type[BaseFeaturesExtractor]:
     """The features extractor a memory policy builds for ``space`` when its
     ``features_extractor_class`` is ``given`` (``None``: ``default``, the policy class's
-    own): a MiniGrid-style code grid gets :class:`SymbolicGridExtractor` unless an extractor
-    other than :class:`SmallCNN` was named."""
+    own): a MiniGrid-style code grid gets `SymbolicGridExtractor` unless an extractor
+    other than `SmallCNN` was named."""
     if is_symbolic_grid(space) and given in (None, SmallCNN):
         return SymbolicGridExtractor
     return default if given is None else given
@@ -255,8 +255,8 @@ def code_grid_settings(
 ) -> dict[str, Any]:
     """What a memory policy's SB3 keyword arguments (``settings``) change to so that code
     grids are read as categories, not pixels; empty when nothing changes. A code grid read
-    by :class:`SymbolicGridExtractor` (``chosen``) is embedded unscaled; a Dict with a code
-    grid among its entries goes to :class:`MemoryCombinedExtractor` (unless another
+    by `SymbolicGridExtractor` (``chosen``) is embedded unscaled; a Dict with a code
+    grid among its entries goes to `MemoryCombinedExtractor` (unless another
     extractor was named), which then scales its pixel images itself, as SB3's
     ``normalize_images`` says."""
     if chosen is SymbolicGridExtractor:

@@ -3,7 +3,7 @@
 On a GPU, one acting step of a memory policy is a few hundred small kernels (three layers'
 products, the ring buffer's writes, the action head), and at a rollout's batch sizes
 launching them can cost more than running them (``bench/gpu_throughput.py`` times the eager
-step against its replay: ``bench/results/gpu_throughput.txt``). A graph replays the same kernels on the same buffers, so :class:`GraphedActing` keeps static copies
+step against its replay: ``bench/results/gpu_throughput.txt``). A graph replays the same kernels on the same buffers, so `GraphedActing` keeps static copies
 of what the step reads (observation, episode starts, the memory state, advanced in place
 each replay) and hands back copies of what it wrote, so nothing a rollout stores is
 overwritten by the next replay.
@@ -12,7 +12,7 @@ The draw stays outside the graph (a few kernels), so the actions are those eager
 from the same generator state. A graph fixes the addresses it reads. On a GPU the step reads
 the parameters themselves, which keep their addresses (the optimizers update them in place),
 but what the attention derives from them (its scaled query weights and positional keys,
-:meth:`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`) is rebuilt after an
+[`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`][txrl.nn.attention.RelativeMultiHeadAttention.derived_weights]) is rebuilt after an
 update, and a learner drops it at the start of each rollout, so a learner captures a new
 graph then rather than keeping one across updates.
 """
@@ -31,7 +31,7 @@ from txrl.sb3.policies import MemoryActorCriticPolicy
 
 
 def graphs_apply(policy: MemoryActorCriticPolicy) -> bool:
-    """Whether :class:`GraphedActing` can take ``policy``'s acting steps: a CUDA device, a
+    """Whether `GraphedActing` can take ``policy``'s acting steps: a CUDA device, a
     discrete action space (the draw of a continuous one is not split from its network) and
     a backbone whose acting step can be captured (``Backbone.graph_capturable``: every
     registered backbone but ``adaptive_span``, which crops its memory to the learned span)."""
@@ -62,14 +62,14 @@ class GraphedActing:
 
     :param policy: the acting policy, on a CUDA device, with a discrete action space.
     :param obs: an observation batch (B, ...) (or a dict of them) of the shape acting sees.
-    :param state: the memory state to act from; it is copied in, and :attr:`state` holds
+    :param state: the memory state to act from; it is copied in, and `state` holds
         the memory from then on (advanced in place by each call).
     :param episode_starts: (B,) bool, any values (a template for the shape).
 
     Calling it with an observation batch and episode starts returns what ``policy.act``
     returns (actions, values, log-probs, distribution, backbone output), as copies, with
-    :attr:`state` as the output's state. The graph holds the network
-    (:meth:`~txrl.sb3.policies.MemoryActorCriticPolicy.act_discrete_heads`); the action is
+    `state` as the output's state. The graph holds the network
+    ([`act_discrete_heads`][txrl.sb3.policies.MemoryActorCriticPolicy.act_discrete_heads]); the action is
     drawn after the replay, eagerly, so the draws are those of eager steps (the same
     generator, the same sequence) and a capture never involves torch's generator.
     """

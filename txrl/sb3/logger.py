@@ -2,7 +2,7 @@
 
 Without ``tensorboard_log`` SB3's ``configure_logger`` logs to stdout or nowhere, yet
 creates an empty ``SB3-<date>`` folder in the temp dir (or under ``SB3_LOGDIR``) on every
-``learn``; :class:`FolderlessLogging` gives the same outputs from a logger with no folder.
+``learn``; `FolderlessLogging` gives the same outputs from a logger with no folder.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ From the backbone's output at step t, one linear head per offset k (the policy's
 ``predict_past``, steps back) predicts the features extractor's output at step t - k, over
 the pairs of a training sequence that lie in one episode. The targets carry no gradient and
 are standardised per feature over the batch, the error is squared. In the spirit of the
-observation-reconstruction loss (:mod:`txrl.sb3.reconstruction`) that Pleines et al. (2023,
+observation-reconstruction loss (`txrl.sb3.reconstruction`) that Pleines et al. (2023,
 Memory Gym) found Transformer-XL agents to need; here the targets are past steps, so the
 loss rewards retrieving them, not only encoding the present (k = 0 reconstructs the current
 step's features).

@@ -4,10 +4,10 @@ observation -> features extractor -> backbone (memory, shared by actor and criti
 -> SB3 ``MlpExtractor`` -> action distribution and value.
 
 Legend: T steps, B envs, X = T * B transitions, F features, D backbone width.
-The policy uses only the backbone protocol (:mod:`txrl.nn.protocol`); which memory model
+The policy uses only the backbone protocol (`txrl.nn.protocol`); which memory model
 sits inside is a setting (``backbone=...``) with one alias class per built-in choice.
-SB3's ``predict`` with a state comes from :mod:`txrl.sb3.predict`, the ``past_prediction``
-loss from :mod:`txrl.sb3.past_prediction`.
+SB3's ``predict`` with a state comes from `txrl.sb3.predict`, the ``past_prediction``
+loss from `txrl.sb3.past_prediction`.
 
 Every class here is pickled by its path ``txrl.sb3.policies.<name>`` when SB3 saves a model
 (its ``policy_class``), so they stay defined in this module.
@@ -65,13 +65,15 @@ BACKBONE_KEYS: tuple[str, ...] = shared_settings()
 class MemoryActorCriticPolicy(MemoryPredictPolicy):
     """Actor-critic with a memory backbone between the features extractor and the heads.
 
+    ``n_layers``, ``d_model``, ``n_heads``, ``memory_length``, ``gate``, ``gate_bias``,
+    ``hidden_size``: backbone settings taken by name, those the registry's records share
+    (``BACKBONE_KEYS``, keyword arguments); ``None`` keeps the
+    backbone's own default.
+
     :param backbone: a name from ``txrl.backbone_names()``; the alias classes set a default.
-    :param n_layers, d_model, n_heads, memory_length, gate, gate_bias, hidden_size: backbone
-        settings taken by name, those the registry's records share (:data:`BACKBONE_KEYS`,
-        keyword arguments); ``None`` keeps the backbone's own default.
     :param backbone_kwargs: further settings of the chosen backbone (e.g. a variant's own).
     :param training_precision: ``"fp32"``, or ``"bf16"``: the training pass
-        (:meth:`evaluate_sequences`) runs the features extractor, backbone and MLPs under
+        (`evaluate_sequences`) runs the features extractor, backbone and MLPs under
         ``torch.autocast`` with bfloat16 products (weights, gradients, optimizer and heads
         stay fp32). Acting and ``predict`` always run in fp32, so the rollout's log-probs
         and values are exact; under bf16 the training pass recomputes them within the
@@ -88,7 +90,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
         it as ``train/aux/past_prediction``; empty (the default): no heads, no loss. With a
         separate critic memory the actor's memory output makes the predictions.
     :param reconstruct_observation: add the auxiliary loss ``observation_reconstruction``
-        (:mod:`txrl.sb3.reconstruction`): a decoder from the backbone's output at step t back
+        (`txrl.sb3.reconstruction`): a decoder from the backbone's output at step t back
         to the observation at step t, transposed convolutions to the pixels scaled to [0, 1]
         (binary cross-entropy) for images, logits over the codes (cross-entropy) for
         MiniGrid-style grids, an MLP to the vector (squared error) otherwise; a Dict's one
@@ -101,7 +103,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
     :param critic_memory: ``"shared"`` (the default): actor and critic heads read one
         memory, so the value loss also trains what the actor remembers; ``"separate"``: the
         critic reads a second backbone of the same settings, with its own state
-        (:class:`txrl.nn.PairedBackbone`), as sb3-contrib's RecurrentPPO gives its critic an
+        ([`txrl.nn.PairedBackbone`][txrl.nn.PairedBackbone]), as sb3-contrib's RecurrentPPO gives its critic an
         LSTM of its own by default. Twice the backbone's cost per step.
     The other parameters are those of SB3's ``ActorCriticPolicy``; the features extractor is
     always shared (it has no memory).
@@ -219,8 +221,8 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
     ) -> type[BaseFeaturesExtractor]:
         """The features extractor this policy builds for ``observation_space`` when
         ``features_extractor_class`` is ``given`` (``None``: the class's default): MiniGrid-style
-        code grids get :class:`~txrl.sb3.extractors.SymbolicGridExtractor` unless another
-        extractor was named (:func:`txrl.sb3.extractors.chosen_extractor`)."""
+        code grids get `SymbolicGridExtractor` unless another
+        extractor was named (`txrl.sb3.extractors.chosen_extractor`)."""
         parameter = inspect.signature(cls.__init__).parameters.get("features_extractor_class")
         default = FlattenExtractor if parameter is None else parameter.default
         return chosen_extractor(observation_space, given, default)
@@ -245,7 +247,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
 
     def on_parameters_changed(self) -> None:
         """Drop what the backbone derived from the weights for its acting steps
-        (:meth:`txrl.nn.protocol.Backbone.on_parameters_changed`). The learners call it
+        ([`txrl.nn.protocol.Backbone.on_parameters_changed`][txrl.nn.protocol.Backbone.on_parameters_changed]). The learners call it
         after each optimizer step and at each rollout start; a training pass,
         ``train()`` / ``eval()`` and a load drop it by themselves. Call it after writing
         weights otherwise with gradients off (``p.data``, an EMA, SB3's ``polyak_update``)."""
@@ -268,7 +270,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
     ) -> tuple[torch.Tensor, BackboneOutput]:
         """Features of X = T * B observations (time-major) through the memory -> (X, D).
 
-        ``acting``: one step through :meth:`Backbone.step`, which may advance ``state`` in
+        ``acting``: one step through `Backbone.step`, which may advance ``state`` in
         place. ``aux``: add the policy's own auxiliary losses (``predict_past``,
         ``reconstruct_observation``) to the backbone's. ``next_state`` False: the output's
         state is None (a training pass never reads it, so the backbone may skip building it).
@@ -300,7 +302,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
         self, output: torch.Tensor, features: torch.Tensor, episode_starts: torch.Tensor
     ) -> torch.Tensor:
         """The ``past_prediction`` loss of the memory output (T, B, D) against the features
-        (T, B, F) (:func:`txrl.sb3.past_prediction.past_prediction_loss`)."""
+        (T, B, F) (`txrl.sb3.past_prediction.past_prediction_loss`)."""
         return past_prediction_loss(
             self.past_heads, self.predict_past, output, features, episode_starts
         )
@@ -308,7 +310,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
     def _latent(
         self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, **options: bool
     ) -> tuple[torch.Tensor, torch.Tensor, BackboneOutput]:
-        """:meth:`_memory_output` (``options`` are its flags) through the actor's and the
+        """`_memory_output` (``options`` are its flags) through the actor's and the
         critic's MLPs -> (X, latent) x 2."""
         latent, out = self._memory_output(obs, state, episode_starts, **options)
         actor_in, critic_in = self._heads_input(latent)
@@ -330,7 +332,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
 
         Returns actions, values (B, 1), log-probs (B,), the action distribution and the
         backbone output (new state and trace). Without gradients the backbone may advance
-        ``state`` in place (:meth:`txrl.nn.protocol.Backbone.step`): use the returned state,
+        ``state`` in place ([`txrl.nn.protocol.Backbone.step`][txrl.nn.protocol.Backbone.step]): use the returned state,
         and copy the old one first (``txrl.nn.state.clone_state``) if you need it again.
         """
         if isinstance(self.action_space, spaces.Discrete):
@@ -353,7 +355,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
         """The network part of a discrete acting step (everything but the draw): the
         log-probabilities of every action (B, n), values (B, 1) and the backbone output
         (with the step's trace unless ``trace`` is False, as for ``predict``).
-        :meth:`act` draws from them; a CUDA graph of a rollout's step captures this alone
+        `act` draws from them; a CUDA graph of a rollout's step captures this alone
         (``txrl.sb3.graphs``), so its draws come from torch's generator as eager ones do."""
         stepper = getattr(self.backbone, "step_with_head", None)
         if stepper is None:  # e.g. a critic with a memory of its own
@@ -393,14 +395,14 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
 
     def _discrete_heads(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's log-probabilities (B, n) and the critic's values (B, 1) of the memory
-        output (B, D) shared by both, as :meth:`act_discrete_heads` returns them."""
+        output (B, D) shared by both, as `act_discrete_heads` returns them."""
         latent_pi, latent_vf = self.mlp_extractor(latent)
         return self.action_net(latent_pi).log_softmax(dim=-1), self.value_net(latent_vf)
 
     def value_of(self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor) -> torch.Tensor:
         """Values (B, 1) of one step for B envs from ``state``, which is left as it is: the
         step runs on a copy, so without gradients it takes the acting path
-        (:meth:`txrl.nn.protocol.Backbone.step`, e.g. TrXL's ring step)."""
+        ([`txrl.nn.protocol.Backbone.step`][txrl.nn.protocol.Backbone.step], e.g. TrXL's ring step)."""
         _, latent_vf, _ = self._latent(obs, clone_state(state), episode_starts[None], acting=True)
         return self.value_net(latent_vf)
 
@@ -460,7 +462,7 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
 
 
 class MemoryActorCriticCnnPolicy(MemoryActorCriticPolicy):
-    """Image observations through :class:`SmallCNN` (works from 7x7 MiniGrid views up)."""
+    """Image observations through `SmallCNN` (works from 7x7 MiniGrid views up)."""
 
     def __init__(
         self,
@@ -472,7 +474,7 @@ class MemoryActorCriticCnnPolicy(MemoryActorCriticPolicy):
 
 
 class MemoryMultiInputPolicy(MemoryActorCriticPolicy):
-    """Dict observations through :class:`MemoryCombinedExtractor`."""
+    """Dict observations through `MemoryCombinedExtractor`."""
 
     def __init__(
         self,

@@ -1,11 +1,11 @@
 """SB3's entry points of a policy with memory: ``predict`` with a state, and no ``forward``.
 
-:class:`MemoryPredictPolicy` is the part of :class:`txrl.sb3.policies.MemoryActorCriticPolicy`
+`MemoryPredictPolicy` is the part of [`txrl.sb3.policies.MemoryActorCriticPolicy`][txrl.sb3.policies.MemoryActorCriticPolicy]
 that SB3's ``predict`` (and ``evaluate_policy``, which calls it) talks to: it turns numpy
 observations and episode-start flags into tensors, takes the state of the last call back
 (or checks one given by hand), hands the step to the policy's network and returns numpy
-actions with the new state. The network's part is the subclass's: :meth:`initial_state`,
-:meth:`on_parameters_changed` and :meth:`_predicted_actions`.
+actions with the new state. The network's part is the subclass's: `initial_state`,
+`on_parameters_changed` and `_predicted_actions`.
 
 Legend: B observations (one per env).
 """
@@ -78,11 +78,11 @@ class MemoryPredictPolicy(ActorCriticPolicy):
 
         Weights: each call acts with the weights the policy has now. What the attention
         derives from them alone (its scaled query weights and positional keys,
-        :meth:`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`) is kept
+        [`txrl.nn.attention.RelativeMultiHeadAttention.derived_weights`][txrl.nn.attention.RelativeMultiHeadAttention.derived_weights]) is kept
         between calls and dropped by a training pass, ``train()`` / ``eval()``, a load, and
         the learners' optimizer steps and rollout starts; after weights are written
         otherwise with gradients off (through ``p.data``, an EMA, SB3's ``polyak_update``),
-        call :meth:`on_parameters_changed`.
+        call `on_parameters_changed`.
 
         The state is data, as in sb3-contrib's ``RecurrentPPO.predict``, whose LSTM state
         stays as the weights that computed it left it: after a weight change, the memory
@@ -146,7 +146,7 @@ class MemoryPredictPolicy(ActorCriticPolicy):
     def _predict_state(self, state: Any, n_envs: int) -> Any:
         """The memory ``predict`` steps from: a fresh one for ``state=None``; the state the
         last call returned as it is (only its batch size checked); anything else checked
-        field by field against an empty state (:func:`txrl.nn.state.as_state`)."""
+        field by field against an empty state (`txrl.nn.state.as_state`)."""
         if state is None:
             return self.initial_state(n_envs)
         last: Any = getattr(self, "_last_predicted_state", None)  # none before the first call

@@ -7,23 +7,23 @@ at step t back to the observation at step t, and the error on its pixels trains 
 the memory and the observation encoder alike. The target is the observation itself, not the
 encoder's features, so the encoder cannot make the loss vanish by encoding less.
 
-:class:`ObservationDecoder` picks the decoder and the error by the kind of observation:
+`ObservationDecoder` picks the decoder and the error by the kind of observation:
 
 - ``pixels`` (an image Box, uint8 or float in [0, 1], channel-first or channel-last): a mirror of
   the encoder's convolutions (SB3's NatureCNN for sides above 16 pixels, the three 2x2
-  convolutions of :func:`txrl.sb3.extractors.grid_convolutions` below), ending in one logit per
+  convolutions of `txrl.sb3.extractors.grid_convolutions` below), ending in one logit per
   pixel and channel; the error is the binary cross-entropy against the pixel values scaled to
   [0, 1], as the encoder sees them (CleanRL's PPO-TrXL, which reproduces the paper's agent,
   puts a sigmoid on the decoder and uses the same error).
-- ``codes`` (a MiniGrid-style symbolic view, :func:`txrl.sb3.extractors.is_symbolic_grid`):
-  the mirror of the 2x2 convolutions, ending in logits over the :data:`GRID_CODES` codes a
+- ``codes`` (a MiniGrid-style symbolic view, `txrl.sb3.extractors.is_symbolic_grid`):
+  the mirror of the 2x2 convolutions, ending in logits over the `GRID_CODES` codes a
   MiniGrid view can hold in a cell and channel (11 object types, 6 colours, 3 door states);
   the error is the cross-entropy of the true code. (Logits over these codes only, not over
   all 256 values of the uint8 space, keep the decoder's last layer and the loss a small part
   of a training step: a view holds no other code.) The codes are categories (object type, colour, state), so a squared
   error on their values would call a key (5) closer to a ball (6) than to a wall (2); the
   cross-entropy treats every wrong code alike, as the embedding of
-  :class:`txrl.sb3.extractors.SymbolicGridExtractor` reads them.
+  `txrl.sb3.extractors.SymbolicGridExtractor` reads them.
 - ``vector`` (anything else SB3 flattens: Box vectors, Discrete as one-hot): a two-layer MLP;
   the error is the squared error on the preprocessed vector (normalised when the envs are wrapped
   in ``VecNormalize``, since the policy receives it so).
@@ -137,7 +137,7 @@ def _nature_mirror(memory_dim: int, channels: int, height: int, width: int) -> n
 
 
 def _grid_mirror(memory_dim: int, out_channels: int, height: int, width: int) -> nn.Sequential:
-    """Transposed convolutions undoing :func:`txrl.sb3.extractors.grid_convolutions` (three 2x2,
+    """Transposed convolutions undoing `txrl.sb3.extractors.grid_convolutions` (three 2x2,
     16-32-64 channels): (X, D) -> (X, out_channels, H, W)."""
     if min(height, width) < 4:
         raise ValueError(f"images must be at least 4 pixels a side to decode, got {height}x{width}")
@@ -160,7 +160,7 @@ class ObservationDecoder(nn.Module):
         observation_space: the policy's observation space (after SB3's ``VecTransposeImage``).
         memory_dim: width D of the memory output the decoder reads.
 
-    :meth:`loss` takes the memory output (X, D) and the observations (X, ...) as the policy
+    [`loss`][txrl.learners.vmpo.loss] takes the memory output (X, D) and the observations (X, ...) as the policy
     receives them (a dict for Dict spaces) and returns the mean error per observation element
     (pixel and channel, cell and channel, or vector entry): a scalar with a graph.
     """

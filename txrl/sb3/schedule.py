@@ -1,10 +1,10 @@
 """A learner's settings as its algorithm's constructor takes them: ``lin_<x>`` as SB3's schedule.
 
 A config writes a setting that decays over the run in rl-baselines3-zoo's notation,
-``lin_<x>`` (:data:`txrl.schema.LinearDecay`); the settings dataclasses keep that string, so
+``lin_<x>`` (`txrl.schema.LinearDecay`); the settings dataclasses keep that string, so
 they are read without Stable-Baselines3. The algorithms take SB3's schedules instead, so the
 string becomes one here: for the keyword arguments a run passes
-(:func:`txrl.run.algorithms.settings_kwargs`) and for the constructors' defaults, read from
+([`txrl.run.algorithms.settings_kwargs`][txrl.run.algorithms.settings_kwargs]) and for the constructors' defaults, read from
 the same settings dataclasses.
 """
 
@@ -24,7 +24,7 @@ def schedule(value: str) -> LinearSchedule:
 
 def setting_argument(value: Any) -> Any:
     """A learner setting as the algorithm's constructor takes it: ``lin_<x>`` as
-    :func:`schedule`, a dict as a copy (the algorithm keeps what it gets; the config's own
+    [`schedule`][txrl.sb3.schedule.schedule], a dict as a copy (the algorithm keeps what it gets; the config's own
     stays as it is), anything else as it is."""
     if isinstance(value, str) and value.startswith("lin_"):
         return schedule(value)

@@ -1,4 +1,4 @@
-"""Settings of ``adaptive_span`` (torch model: :mod:`txrl.backbones.adaptive_span.model`)."""
+"""Settings of ``adaptive_span`` (torch model: `txrl.backbones.adaptive_span.model`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class AdaptiveSpanConfig(WindowConfig):
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.adaptive_span.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.adaptive_span.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.adaptive_span import model
 

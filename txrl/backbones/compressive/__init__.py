@@ -1,4 +1,4 @@
-"""Settings of ``compressive`` (torch model: :mod:`txrl.backbones.compressive.model`)."""
+"""Settings of ``compressive`` (torch model: `txrl.backbones.compressive.model`)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class CompressiveConfig(WindowConfig):
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.compressive.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.compressive.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.compressive import model
 

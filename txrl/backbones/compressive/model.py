@@ -29,7 +29,7 @@ initialised to mean pooling.
 Attention of layer l over ``[cm ; m ; h]`` (the reference's "concatenate cm and m"), with a
 pre-LayerNorm (TrXL-I style) block ``h + MHA(LN(.))``, ``+ MLP(LN(.))``. Positions:
 Transformer-XL relative attention (eq. 9 of ``references/000_4baccbf6ade0250f.txt``) with
-the parameters of :class:`txrl.nn.attention.RelativeMultiHeadAttention`; the distance of a
+the parameters of [`txrl.nn.attention.RelativeMultiHeadAttention`][txrl.nn.attention.RelativeMultiHeadAttention]; the distance of a
 FIFO entry is its distance in steps (0..M), the compressed slot of recency rank r (0 the
 newest) sits at distance ``M + 1 + r``, i.e. the index distance in ``[cm ; m ; h]`` of the
 paper. In sequence mode, a compression made within the sequence is visible to the steps
@@ -50,10 +50,10 @@ With ``pool`` it has no parameters to train (a diagnostic then).
 
 Episode starts clear the FIFO, the compressed memory and the pending buffer.
 
-Inspection: inside an :class:`txrl.nn.attention.AttentionRecorder` each layer hands out its
-softmax weights over ``[cm ; fresh ; m ; h]`` (:func:`relative_attention`), the recorder's
+Inspection: inside an [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder] each layer hands out its
+softmax weights over ``[cm ; fresh ; m ; h]`` (`relative_attention`), the recorder's
 explicit-softmax path beside the fused one; ``txrl inspect`` draws them over the raw window
-and over the compressed slots (:func:`txrl.inspect.layers.compressed_slots` names the steps
+and over the compressed slots (`txrl.inspect.layers.compressed_slots` names the steps
 each slot summarises).
 
 Trace: the full state before each step (the protocol's default ``state_at``), i.e.
@@ -132,8 +132,8 @@ def relative_attention(
     ``z`` (B, T, D) normalised queries, ``keys``/``values`` (B, K, D), ``allowed`` (B, T, K),
     ``distance`` (B, T, K) long in [0, n_distances). Uses the parameters of ``attn``; the
     positional scores of the n distances are computed once and gathered per pair
-    (:func:`txrl.nn.attention.relative_attention`). Inside an
-    :class:`txrl.nn.attention.AttentionRecorder` the weights (B, H, T, K) over
+    ([`txrl.nn.attention.relative_attention`][txrl.nn.attention.relative_attention]). Inside an
+    [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder] the weights (B, H, T, K) over
     ``[cm ; fresh ; m ; h]`` go to the recorder.
     """
     recorder = active_recorder()

@@ -1,4 +1,4 @@
-"""Settings of ``ffm``, Fast and Forgetful Memory (torch model: :mod:`txrl.backbones.ffm.model`).
+"""Settings of ``ffm``, Fast and Forgetful Memory (torch model: `txrl.backbones.ffm.model`).
 
 Morad, Kortvelesy, Liwicki and Prorok, "Reinforcement Learning with Fast and Forgetful
 Memory", NeurIPS 2023: a recurrent memory whose state is m decaying traces of the input, each
@@ -60,7 +60,7 @@ class FFMConfig:
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.ffm.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.ffm.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.ffm import model
 

@@ -1,4 +1,4 @@
-"""Settings of ``linear`` and ``performer`` (torch model: :mod:`txrl.backbones.linear.model`)."""
+"""Settings of ``linear`` and ``performer`` (torch model: `txrl.backbones.linear.model`)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class PerformerConfig(LinearConfig):
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.linear.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.linear.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.linear import model
 

@@ -42,7 +42,7 @@ Inspection: the attention is implicit (no weights are formed), but ``h_i`` is ex
 ``sum_j a_ij v_j`` with ``a_ij = phi(q_i)^T phi(k_j) / (phi(q_i)^T z_i + eps)`` over the
 steps j <= i of the episode: non-negative, summing to 1 up to eps. ``txrl inspect`` records
 these equivalent weights from each step's own features
-(:class:`txrl.inspect.layers.KernelWeights`), since the state keeps only their sums.
+(`txrl.inspect.layers.KernelWeights`), since the state keeps only their sums.
 
 Trace: the state before each step (the protocol's default ``state_at``), i.e.
 ``L * H * F * (E + 1) + 1`` numbers per step and env (``linear``: F = E; ``performer``:

@@ -1,4 +1,4 @@
-"""Settings of ``linformer`` (torch model: :mod:`txrl.backbones.linformer.model`)."""
+"""Settings of ``linformer`` (torch model: `txrl.backbones.linformer.model`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class LinformerConfig(WindowConfig):
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.linformer.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.linformer.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.linformer import model
 

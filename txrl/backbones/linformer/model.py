@@ -17,7 +17,7 @@ each query step i gets its own window: the W = M + 1 positions ending at i (its 
 the last M steps and itself). Window positions outside the query's episode (or empty) are
 zeroed before the projection, so they contribute nothing. A query reads exactly k projected
 keys and values: O(k W D) for its projection and O(k D) for the attention. In sequence mode
-the T projections are one banded product over the K keys (:func:`banded`, O(T k K D), no
+the T projections are one banded product over the K keys (`banded`, O(T k K D), no
 copy of the T windows). Unlike full-length Linformer, this per-query form costs more than a
 dense attention over the window (the projection alone is k times its O(W D)): it is the
 low-rank model, not a speed-up, at RL window sizes.
@@ -28,7 +28,7 @@ is used. The memory is Transformer-XL's (eq. 6 of ``references/000_4baccbf6ade02
 cached stop-gradient layer inputs of the last M steps, in the identity-map-reordered
 (TrXL-I) block.
 
-Inspection: inside an :class:`txrl.nn.attention.AttentionRecorder` each layer hands out
+Inspection: inside an [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder] each layer hands out
 its softmax weights over the k projected slots, (B, H, T, k). There is no map over steps:
 each projected key ``(E K)_r`` mixes every in-episode position of the window with learned,
 signed coefficients, so a weight on slot r is not a weight on any one step.

@@ -1,4 +1,4 @@
-"""Settings of ``reformer`` (torch model: :mod:`txrl.backbones.reformer.model`)."""
+"""Settings of ``reformer`` (torch model: `txrl.backbones.reformer.model`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class ReformerConfig(WindowConfig):
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.reformer.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.reformer.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.reformer import model
 

@@ -30,14 +30,14 @@ streams of width D, ``X1 = X2 = embed(x)``, and each layer computes::
 
     Y1 = X1 + Attention(LN(X2))        Y2 = X2 + FeedForward(LN(Y1))
 
-whose inverse (:meth:`ReversibleBlock.inverse`) is ``X2 = Y2 - FeedForward(LN(Y1))``,
+whose inverse (`ReversibleBlock.inverse`) is ``X2 = Y2 - FeedForward(LN(Y1))``,
 ``X1 = Y1 - Attention(LN(X2))``. The output is the mean of the two streams. Recomputing
 activations in the backward pass from this inverse (the memory saving) is not done here:
 backward stores activations as usual.
 
 Memory: layer l caches (stop-gradient) the input X2 of its attention for the last M steps,
 and its keys and values; the trace is that input per step and layer, L * D numbers per step
-and env, and :meth:`Reformer.state_at` rebuilds the window from it as for TrXL.
+and env, and `Reformer.state_at` rebuilds the window from it as for TrXL.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class LSHAttention(nn.Module):
         """Queries from ``z`` (B, T, D) (the normalised X2) over [memory ; current].
 
         ``memory_keys``/``memory_values`` (B, M, D); ``window`` (B, T, K) the memory-window
-        mask of :func:`txrl.nn.window.window_mask`.
+        mask of `txrl.nn.window.window_mask`.
         """
         t, m = z.shape[1], memory_keys.shape[1]
         hd = self.n_heads

@@ -1,4 +1,4 @@
-"""Settings of the recurrent baselines ``lstm`` and ``gru`` (torch model: :mod:`txrl.backbones.rnn.model`)."""
+"""Settings of the recurrent baselines ``lstm`` and ``gru`` (torch model: `txrl.backbones.rnn.model`)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ _SHARED = ("n_layers", "d_model", "hidden_size")
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.rnn.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.rnn.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.rnn import model
 

@@ -1,4 +1,4 @@
-"""Settings of ``shaw`` (torch model: :mod:`txrl.backbones.shaw.model`)."""
+"""Settings of ``shaw`` (torch model: `txrl.backbones.shaw.model`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class ShawConfig(WindowConfig):
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.shaw.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.shaw.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.shaw import model
 

@@ -21,7 +21,7 @@ multiplying by w^V, so no (T, K, E) tensor of per-pair embeddings is built.
 
 The memory is Transformer-XL's (eq. 6): each layer attends over its cached stop-gradient
 inputs of the last M steps and the current ones
-(:class:`~txrl.nn.pluggable_attention.SegmentMemoryTransformer`), in the identity-map-reordered
+([`SegmentMemoryTransformer`][txrl.nn.pluggable_attention.SegmentMemoryTransformer]), in the identity-map-reordered
 (TrXL-I) block.
 """
 

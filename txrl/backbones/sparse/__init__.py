@@ -1,4 +1,4 @@
-"""Settings of ``sparse_strided`` and ``sparse_fixed`` (torch model: :mod:`txrl.backbones.sparse.model`)."""
+"""Settings of ``sparse_strided`` and ``sparse_fixed`` (torch model: `txrl.backbones.sparse.model`)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class SparseConfig(WindowConfig):
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.sparse.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.sparse.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.sparse import model
 

@@ -1,11 +1,11 @@
 """The Transformer-XL family, ``gtrxl``, ``trxl_i`` and ``trxl``: settings and records,
-torch-free (torch model: :mod:`txrl.backbones.trxl.model`).
+torch-free (torch model: `txrl.backbones.trxl.model`).
 
-GTrXL's gates are declared once, in :mod:`txrl.gate_declarations` (:data:`GATES`, their
+GTrXL's gates are declared once, in `txrl.gate_declarations` ([`GATES`][txrl.backbones.trxl.GATES], their
 names, equations and default b_g, named here too): the config checks a gate's name and bias
 against them without torch, and ``txrl inspect`` and the docs read what each means. Each
-gate module of :mod:`txrl.nn.gates` holds its declaration and takes its bias as an argument;
-:mod:`txrl.backbones.trxl.model` builds each block's gate with the bias the config gives or
+gate module of [`txrl.nn.gates`][txrl.nn.gates] holds its declaration and takes its bias as an argument;
+`txrl.backbones.trxl.model` builds each block's gate with the bias the config gives or
 the declared default.
 """
 
@@ -52,9 +52,9 @@ class TrXLConfig(WindowConfig):
 
 @dataclasses.dataclass(frozen=True)
 class GTrXLConfig(TrXLConfig):
-    """Settings of ``gtrxl``: those of :class:`TrXLConfig` and the gate, ``gate`` (None:
-    :data:`DEFAULT_GATE`) with its bias ``gate_bias`` (None: the gate's declared default,
-    :data:`GATES`; a gate without a bias term refuses one, except the input gate, whose eq.
+    """Settings of ``gtrxl``: those of [`TrXLConfig`][txrl.backbones.trxl.TrXLConfig] and the gate, ``gate`` (None:
+    `DEFAULT_GATE`) with its bias ``gate_bias`` (None: the gate's declared default,
+    [`GATES`][txrl.backbones.trxl.GATES]; a gate without a bias term refuses one, except the input gate, whose eq.
     (11) has none but which takes a learnable bias initialised to ``gate_bias`` when given)."""
 
     gate: str | None = None
@@ -75,7 +75,7 @@ class GTrXLConfig(TrXLConfig):
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.trxl.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.trxl.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.trxl import model
 

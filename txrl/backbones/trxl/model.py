@@ -7,17 +7,17 @@ Legend: T steps, B envs, L layers, M memory slots, K = M + T keys, D model width
   last M steps followed by the current ones. Acting one step at a time, the memory slides by
   one step; every step attends to exactly the M steps before it and to itself, in sequence
   mode too (a sliding-window mask), so both modes compute the same thing.
-* Relative attention, eq. (9): :class:`txrl.nn.attention.RelativeMultiHeadAttention`.
+* Relative attention, eq. (9): [`txrl.nn.attention.RelativeMultiHeadAttention`][txrl.nn.attention.RelativeMultiHeadAttention].
 * ``trxl``: the post-LayerNorm block of eq. (9), ``o = LN(h + MHA(h~))``, ``h' = LN(o + FF(o))``.
 * ``gtrxl``: eq. (10) of Parisotto et al. 2019, LayerNorm on the input stream only, ReLU on
-  each sub-layer output, and a gate (:mod:`txrl.nn.gates`) in place of each residual.
+  each sub-layer output, and a gate ([`txrl.nn.gates`][txrl.nn.gates]) in place of each residual.
 * ``trxl_i``: the identity-map reordering alone, i.e. eq. (10) with the ``residual`` gate.
 
-The blocks come from :mod:`txrl.nn.blocks`, the settings (and their checks) from
-:mod:`txrl.backbones.trxl` and the memory with its layer loop from
-:class:`txrl.nn.memory.LayerMemoryBackbone`, all shared with the window variants; this module
+The blocks come from [`txrl.nn.blocks`][txrl.nn.blocks], the settings (and their checks) from
+`txrl.backbones.trxl` and the memory with its layer loop from
+`txrl.nn.memory.LayerMemoryBackbone`, all shared with the window variants; this module
 chooses the block and how a layer attends. It also joins each gate's torch-free declaration
-(:data:`txrl.backbones.trxl.GATES`: its default b_g) with its module (:mod:`txrl.nn.gates`,
+([`txrl.backbones.trxl.GATES`][txrl.backbones.trxl.GATES]: its default b_g) with its module ([`txrl.nn.gates`][txrl.nn.gates],
 which takes b_g as an argument).
 
 Episodes: slots from an earlier episode and empty slots are masked (``valid``); the token
@@ -62,7 +62,7 @@ class TransformerXL(LayerMemoryBackbone):
 
 def gate_of(config: TrXLConfig) -> tuple[str, float | None]:
     """The gate of a TrXL-I/GTrXL block and its b_g: ``gtrxl``'s ``gate`` (None:
-    :data:`~txrl.backbones.trxl.DEFAULT_GATE`) with ``gate_bias`` or, when that is None, the
+    `DEFAULT_GATE`) with ``gate_bias`` or, when that is None, the
     gate's declared default (None for a gate without a bias term); ``trxl_i``: the residual
     connection, no bias."""
     if not isinstance(config, GTrXLConfig):

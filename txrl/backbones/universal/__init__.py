@@ -1,4 +1,4 @@
-"""Settings of ``universal`` (torch model: :mod:`txrl.backbones.universal.model`)."""
+"""Settings of ``universal`` (torch model: `txrl.backbones.universal.model`)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class UniversalConfig(CommonSettings):
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.universal.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.universal.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.universal import model
 

@@ -16,7 +16,7 @@ layer is a pre-LayerNorm (TrXL-I style) block with a position-wise transition::
 
 Coordinates: the depth coordinate of P^n is the sinusoid of n (eq. "PE(i, t, delta)" of the
 reference restricted to its time part); the position coordinate is carried by
-Transformer-XL relative attention (:class:`txrl.nn.attention.RelativeMultiHeadAttention`),
+Transformer-XL relative attention ([`txrl.nn.attention.RelativeMultiHeadAttention`][txrl.nn.attention.RelativeMultiHeadAttention]),
 so it is the distance in time within the memory window rather than an absolute index.
 
 Memory: like Transformer-XL with the N depth steps in the role of layers, the input u^n of
@@ -41,7 +41,7 @@ unless a cumulative halting probability lies within rounding of ``1 - eps``.
 with its own coefficient (Graves' tau). ``b_h`` starts at ``halting_bias``.
 
 Trace: the depth-step inputs of each step, N * D numbers per step and env, from which
-:meth:`UniversalTransformer.state_at` rebuilds the window as for TrXL.
+`UniversalTransformer.state_at` rebuilds the window as for TrXL.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class SharedLayer(PreNormBlock):
 class UniversalTransformer(LayerMemoryBackbone):
     """Universal Transformer with ACT behind the backbone protocol (see the module docstring).
 
-    Its memory is that of :class:`~txrl.nn.memory.LayerMemoryBackbone` with the N
+    Its memory is that of `LayerMemoryBackbone` with the N
     depth steps in the role of layers.
     """
 

@@ -1,4 +1,4 @@
-"""Settings of ``transformer`` and ``transformer_learned_pe`` (torch model: :mod:`txrl.backbones.vanilla.model`)."""
+"""Settings of ``transformer`` and ``transformer_learned_pe`` (torch model: `txrl.backbones.vanilla.model`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from txrl.backbones.transformer_settings import WindowConfig, transformer_record
 
 
 def _model() -> ModuleType:
-    """The family's torch model, :mod:`txrl.backbones.vanilla.model`, imported (with torch) when
+    """The family's torch model, `txrl.backbones.vanilla.model`, imported (with torch) when
     a backbone of it is built."""
     from txrl.backbones.vanilla import model
 

@@ -24,8 +24,8 @@ the receptive field is M steps whatever the depth (TrXL's is L * M).
   ``references/004_7d3d637a3336a351.txt``).
 
 State: the last M embedded inputs (stop-gradient) and their validity; trace: each step's
-embedded input, so :meth:`VanillaTransformer.state_at` rebuilds the window with
-:func:`txrl.nn.window.window_at`. Cost per step: O(L (W D^2 + W^2 D)), W times TrXL's.
+embedded input, so `VanillaTransformer.state_at` rebuilds the window with
+`txrl.nn.window.window_at`. Cost per step: O(L (W D^2 + W^2 D)), W times TrXL's.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """MemoryPPO: PPO (Schulman et al. 2017) on a txrl memory policy, ``algo: ppo``.
 
-* :mod:`~txrl.learners.ppo.settings`: its settings (the ``ppo:`` section), torch-free;
-* :mod:`~txrl.learners.ppo.loss`: PPO's objective;
-* :mod:`~txrl.learners.ppo.algorithm`: :class:`~txrl.learners.ppo.algorithm.MemoryPPO`, the
+* [`settings`][txrl.learners.ppo.settings]: its settings (the ``ppo:`` section), torch-free;
+* `loss`: PPO's objective;
+* `algorithm`: [`MemoryPPO`][txrl.learners.ppo.algorithm.MemoryPPO], the
   SB3 algorithm.
 
-Importing the package loads only the settings (no torch); :data:`LEARNER` is the learner's
-record in the registry (:data:`txrl.learners.LEARNERS`), and :func:`memory_ppo` the one
+Importing the package loads only the settings (no torch); `LEARNER` is the learner's
+record in the registry ([`txrl.learners.LEARNERS`][txrl.learners.LEARNERS]), and `memory_ppo` the one
 function that imports the algorithm, when a run trains it.
 """
 
@@ -17,7 +17,7 @@ from txrl.learners.record import Learner, memory_policy
 
 
 def memory_ppo() -> type:
-    """:class:`txrl.learners.ppo.algorithm.MemoryPPO`, imported (with torch) when a run trains it."""
+    """[`txrl.learners.ppo.algorithm.MemoryPPO`][txrl.learners.ppo.algorithm.MemoryPPO], imported (with torch) when a run trains it."""
     from txrl.learners.ppo.algorithm import MemoryPPO
 
     return MemoryPPO

@@ -1,23 +1,23 @@
 """MemoryPPO: PPO (Schulman et al. 2017) whose policy carries per-env transformer memory.
 
 The rollout, the memory streams and the segment minibatches come from
-:class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`; this module adds only PPO's loss
-(:func:`txrl.learners.ppo.loss.ppo_loss`), its clip-range and entropy-bonus schedules and its KL
+[`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`][txrl.sb3.algorithm.MemoryOnPolicyAlgorithm]; this module adds only PPO's loss
+([`txrl.learners.ppo.loss.ppo_loss`][txrl.learners.ppo.loss.ppo_loss]), its clip-range and entropy-bonus schedules and its KL
 early stop.
 
 The path of a loss setting, ``ent_coef`` for one, from a config to the loss:
 
 1. the YAML's ``ppo: ent_coef: lin_0.01`` is read into
-   :class:`txrl.learners.ppo.settings.MemoryPPOSettings` (``ent_coef``, checked against its
+   [`txrl.learners.ppo.settings.MemoryPPOSettings`][txrl.learners.ppo.settings.MemoryPPOSettings] (``ent_coef``, checked against its
    type);
-2. :func:`txrl.run.algorithms.settings_kwargs` passes it to ``MemoryPPO(ent_coef=...)``, a
+2. [`txrl.run.algorithms.settings_kwargs`][txrl.run.algorithms.settings_kwargs] passes it to ``MemoryPPO(ent_coef=...)``, a
    keyword argument because it is a field of the settings (the constructor is derived from
-   them, :attr:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm.settings_class`), kept as
+   them, [`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm.settings_class`][txrl.sb3.algorithm.MemoryOnPolicyAlgorithm.settings_class]), kept as
    ``self.ent_coef`` (a ``lin_<x>`` as SB3's linear schedule);
 3. each ``train()`` reads the schedules once, at the current progress, into a
-   :class:`PPOUpdate` (:meth:`MemoryPPO._update_settings`);
-4. each minibatch's :meth:`MemoryPPO._loss` passes ``update.ent_coef`` to
-   :func:`txrl.learners.ppo.loss.ppo_loss`.
+   `PPOUpdate` (`MemoryPPO._update_settings`);
+4. each minibatch's `MemoryPPO._loss` passes ``update.ent_coef`` to
+   [`txrl.learners.ppo.loss.ppo_loss`][txrl.learners.ppo.loss.ppo_loss].
 """
 
 from __future__ import annotations
@@ -63,14 +63,14 @@ class MemoryPPO(MemoryOnPolicyAlgorithm[PPOUpdate]):
     ```
 
     Parameters are SB3 PPO's, plus ``segment_length`` (steps per training sequence) and
-    ``aux_loss_coef`` (see :class:`MemoryOnPolicyAlgorithm`): the fields of
-    :class:`txrl.learners.ppo.settings.MemoryPPOSettings`, each documented there with its
+    ``aux_loss_coef`` (see [`MemoryOnPolicyAlgorithm`][txrl.learners.ppo.algorithm.MemoryOnPolicyAlgorithm]): the fields of
+    [`txrl.learners.ppo.settings.MemoryPPOSettings`][txrl.learners.ppo.settings.MemoryPPOSettings], each documented there with its
     default, and each kept as the attribute of its name. Adding one is its field there and
     its use here. One difference from
     SB3: with ``clip_range_vf`` set, the value loss is max(unclipped, clipped) squared error
-    (OpenAI baselines' form, see :func:`txrl.learners.ppo.loss.ppo_loss`). Policies:
+    (OpenAI baselines' form, see [`txrl.learners.ppo.loss.ppo_loss`][txrl.learners.ppo.loss.ppo_loss]). Policies:
     ``Mlp|Cnn|MultiInput`` + ``GTrXL|TrXLI|TrXL|Lstm|Gru|Memory`` + ``Policy``
-    (:mod:`txrl.policy_names`); the ``*MemoryPolicy`` ones take
+    ([`txrl.policy_names`][txrl.policy_names]); the ``*MemoryPolicy`` ones take
     ``policy_kwargs=dict(backbone=<name>)`` for any registered backbone.
     """
 

@@ -1,8 +1,8 @@
 """MemoryPPO's settings: PPO (Schulman et al. 2017) on a txrl memory policy.
 
-:class:`txrl.MemoryPPO`'s constructor takes these fields as its keyword arguments, with
+[`txrl.MemoryPPO`][txrl.MemoryPPO]'s constructor takes these fields as its keyword arguments, with
 their defaults (it is derived from them); the YAML section ``ppo:`` sets them. The learner's
-record is :data:`txrl.learners.ppo.LEARNER`.
+record is `txrl.learners.ppo.LEARNER`.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ class PPOLossSettings:
 
 @dataclass(frozen=True)
 class MemoryPPOSettings(PPOLossSettings, MemoryLearnerSettings):
-    """Settings of :class:`txrl.MemoryPPO` (the ``ppo:`` section of a config): PPO's
+    """Settings of [`txrl.MemoryPPO`][txrl.MemoryPPO] (the ``ppo:`` section of a config): PPO's
     objective, the memory learners' common settings
-    (:class:`~txrl.learners.settings.MemoryLearnerSettings`), and:"""
+    ([`MemoryLearnerSettings`][txrl.learners.settings.MemoryLearnerSettings]), and:"""
 
     learning_rate: PositiveRate = 3e-4
     """Adam step size; ``lin_<number>`` (rl-baselines3-zoo's notation): from that number at

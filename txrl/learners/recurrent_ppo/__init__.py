@@ -1,13 +1,13 @@
 """sb3-contrib's RecurrentPPO as a txrl learner, ``algo: recurrent_ppo``.
 
-* :mod:`~txrl.learners.recurrent_ppo.settings`: its settings (the ``recurrent_ppo:``
+* [`settings`][txrl.learners.recurrent_ppo.settings]: its settings (the ``recurrent_ppo:``
   section) and the policy a config gives it, torch-free;
-* :mod:`~txrl.learners.recurrent_ppo.algorithm`:
-  :class:`~txrl.learners.recurrent_ppo.algorithm.RecurrentPPO`, sb3-contrib's algorithm
+* `algorithm`:
+  [`RecurrentPPO`][txrl.learners.recurrent_ppo.algorithm.RecurrentPPO], sb3-contrib's algorithm
   with the memory access a run needs. Its loss is sb3-contrib's.
 
-Importing the package loads only the settings (no torch); :data:`LEARNER` is the learner's
-record in the registry (:data:`txrl.learners.LEARNERS`), and :func:`recurrent_ppo` the one
+Importing the package loads only the settings (no torch); `LEARNER` is the learner's
+record in the registry ([`txrl.learners.LEARNERS`][txrl.learners.LEARNERS]), and `recurrent_ppo` the one
 function that imports the algorithm, when a run trains it.
 """
 
@@ -18,7 +18,7 @@ from txrl.learners.recurrent_ppo.settings import RecurrentPPOSettings, lstm_poli
 
 
 def recurrent_ppo() -> type:
-    """:class:`txrl.learners.recurrent_ppo.algorithm.RecurrentPPO`, imported (with torch and
+    """[`txrl.learners.recurrent_ppo.algorithm.RecurrentPPO`][txrl.learners.recurrent_ppo.algorithm.RecurrentPPO], imported (with torch and
     sb3-contrib) when a run trains it."""
     from txrl.learners.recurrent_ppo.algorithm import RecurrentPPO
 

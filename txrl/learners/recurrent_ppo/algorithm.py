@@ -3,10 +3,10 @@
 The algorithm is sb3-contrib's, unchanged: PPO with an LSTM in the policy and the value
 function, trained on whole sequences cut at episode starts. A txrl run needs one thing
 more from a learner, the live memory of each env for exact resume (``get_memory`` /
-``set_memory``, as :class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm` has): here the LSTM
+``set_memory``, as [`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`][txrl.sb3.algorithm.MemoryOnPolicyAlgorithm] has): here the LSTM
 states of the last step, which sb3-contrib does not save with the model. And, as txrl's
 own learners, ``learn`` leaves no empty ``SB3-<date>`` folder behind
-(:class:`txrl.sb3.logger.FolderlessLogging`).
+(`txrl.sb3.logger.FolderlessLogging`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class RecurrentPPO(FolderlessLogging, ContribRecurrentPPO):
         return tuple(t.detach().cpu().numpy().copy() for t in (*states.pi, *states.vf))
 
     def set_memory(self, arrays: tuple[np.ndarray, ...] | None) -> None:
-        """Restore what :meth:`get_memory` returned; ``None`` (a model not set up yet) leaves
+        """Restore what `get_memory` returned; ``None`` (a model not set up yet) leaves
         the zero states a fresh model starts from (none before its setup)."""
         if arrays is None:
             self._last_lstm_states = self._zero_states()

@@ -1,6 +1,6 @@
 """RecurrentPPO's settings: sb3-contrib's PPO with an LSTM policy, as a txrl learner.
 
-``algo: recurrent_ppo`` trains :class:`txrl.learners.recurrent_ppo.algorithm.RecurrentPPO`
+``algo: recurrent_ppo`` trains [`txrl.learners.recurrent_ppo.algorithm.RecurrentPPO`][txrl.learners.recurrent_ppo.algorithm.RecurrentPPO]
 (sb3-contrib's algorithm, unchanged) with its own ``*LstmPolicy``. These fields are its
 constructor's arguments with its own defaults (the tests check them against sb3-contrib's
 signature); the YAML section ``recurrent_ppo:`` sets them. The policy comes from the
@@ -24,9 +24,9 @@ from txrl.schema import Interval, NonNegativeFloat, PositiveInt, PositiveRate
 class RecurrentPPOSettings(PPOLossSettings, SB3LearnerSettings):
     """Settings of sb3-contrib's RecurrentPPO (the ``recurrent_ppo:`` section of a config).
 
-    PPO's objective as :class:`~txrl.learners.ppo.settings.PPOLossSettings` (sb3-contrib's
+    PPO's objective as [`PPOLossSettings`][txrl.learners.ppo.settings.PPOLossSettings] (sb3-contrib's
     defaults are SB3's), ``stats_window_size``
-    (:class:`~txrl.learners.settings.SB3LearnerSettings`), and:
+    ([`SB3LearnerSettings`][txrl.learners.settings.SB3LearnerSettings]), and:
     """
 
     learning_rate: PositiveRate = 3e-4

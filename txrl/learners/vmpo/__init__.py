@@ -1,15 +1,15 @@
 """V-MPO (Song et al. 2019) on a txrl memory policy, ``algo: vmpo``.
 
-* :mod:`~txrl.learners.vmpo.settings`: its settings (the ``vmpo:`` section) and its loss's,
+* [`settings`][txrl.learners.vmpo.settings]: its settings (the ``vmpo:`` section) and its loss's,
   torch-free;
-* :mod:`~txrl.learners.vmpo.loss`: the loss, value regression + E-step + M-step;
-* :mod:`~txrl.learners.vmpo.multipliers`: the Lagrange multipliers eta and alpha;
-* :mod:`~txrl.learners.vmpo.popart`: PopArt value normalisation;
-* :mod:`~txrl.learners.vmpo.algorithm`: :class:`~txrl.learners.vmpo.algorithm.VMPO`, the SB3
+* [`loss`][txrl.learners.vmpo.loss]: the loss, value regression + E-step + M-step;
+* `multipliers`: the Lagrange multipliers eta and alpha;
+* [`popart`][txrl.learners.vmpo.popart]: PopArt value normalisation;
+* `algorithm`: [`VMPO`][txrl.learners.vmpo.algorithm.VMPO], the SB3
   algorithm.
 
-Importing the package loads only the settings (no torch); :data:`LEARNER` is the learner's
-record in the registry (:data:`txrl.learners.LEARNERS`), and :func:`vmpo` the one function
+Importing the package loads only the settings (no torch); `LEARNER` is the learner's
+record in the registry ([`txrl.learners.LEARNERS`][txrl.learners.LEARNERS]), and `vmpo` the one function
 that imports the algorithm, when a run trains it.
 """
 
@@ -20,7 +20,7 @@ from txrl.learners.vmpo.settings import VMPOLossSettings, VMPOSettings
 
 
 def vmpo() -> type:
-    """:class:`txrl.learners.vmpo.algorithm.VMPO`, imported (with torch) when a run trains it."""
+    """[`txrl.learners.vmpo.algorithm.VMPO`][txrl.learners.vmpo.algorithm.VMPO], imported (with torch) when a run trains it."""
     from txrl.learners.vmpo.algorithm import VMPO
 
     return VMPO

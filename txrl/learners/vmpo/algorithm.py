@@ -1,11 +1,11 @@
 """V-MPO (Song et al. 2019) with a memory policy, on txrl's shared on-policy machinery.
 
 The rollout, the memory streams and the segment minibatches are those of MemoryPPO
-(:class:`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`); this module adds V-MPO's loss
-(:func:`txrl.learners.vmpo.loss.vmpo_loss`: value regression, E-step over the top half of the
+([`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`][txrl.sb3.algorithm.MemoryOnPolicyAlgorithm]); this module adds V-MPO's loss
+([`txrl.learners.vmpo.loss.vmpo_loss`][txrl.learners.vmpo.loss.vmpo_loss]: value regression, E-step over the top half of the
 *whole* batch's advantages, M-step weighted maximum likelihood with a KL trust region),
-its Lagrange multipliers (:mod:`txrl.learners.vmpo.multipliers`), PopArt
-(:mod:`txrl.learners.vmpo.popart`), and the target network.
+its Lagrange multipliers (`txrl.learners.vmpo.multipliers`), PopArt
+([`txrl.learners.vmpo.popart`][txrl.learners.vmpo.popart]), and the target network.
 
 Target network (Sec. 4 of the paper): the policy that acts and against which the KL is
 taken, pi_old. By default it is the policy as it was when the rollout was collected
@@ -55,22 +55,23 @@ class VMPOUpdate(NamedTuple):
 class VMPO(MemoryOnPolicyAlgorithm[VMPOUpdate]):
     """V-MPO with a memory policy (GTrXL by default), usable like any SB3 algorithm.
 
-    Policies and memory settings as for :class:`txrl.MemoryPPO`. Action spaces: Discrete
+    Policies and memory settings as for [`txrl.MemoryPPO`][txrl.MemoryPPO]. Action spaces: Discrete
     (categorical KL) and Box (diagonal Gaussian, decoupled mean and covariance KLs).
 
-    :param epsilon_eta, epsilon_alpha, epsilon_alpha_mu, epsilon_alpha_sigma: the E-step and
-        trust-region bounds; ``init_eta``, ``init_alpha``, ``init_alpha_mu``, ``init_alpha_sigma``:
-        initial multipliers. Every parameter is documented, with its default and where it
-        comes from, in :class:`txrl.learners.vmpo.settings.VMPOSettings`.
-    :param target_update_period: gradient steps between target-network refreshes, or None
+    ``epsilon_eta``, ``epsilon_alpha``, ``epsilon_alpha_mu``, ``epsilon_alpha_sigma``: the E-step
+    and trust-region bounds; ``init_eta``, ``init_alpha``, ``init_alpha_mu``, ``init_alpha_sigma``:
+    initial multipliers. Every parameter is documented, with its default and where it comes
+    from, in [`VMPOSettings`][txrl.learners.vmpo.settings.VMPOSettings].
+
+    * ``target_update_period``: gradient steps between target-network refreshes, or None
         to act with the policy of the rollout's start.
-    :param value_loss_coef: weight of L_V (the paper adds it with weight 1).
-    :param popart: normalise value targets with PopArt (Sec. 4.1; van Hasselt et al. 2016). The
+    * ``value_loss_coef``: weight of L_V (the paper adds it with weight 1).
+    * ``popart``: normalise value targets with PopArt (Sec. 4.1; van Hasselt et al. 2016). The
         value head then outputs values in return units; the loss regresses the normalised
         prediction on the normalised target, the E-step uses advantages divided by sigma, and
         the statistics are updated (outputs preserved) with each rollout's returns, with the
         per-learner-step size ``beta`` compounded over the rollout's gradient steps
-        (:meth:`txrl.learners.vmpo.popart.PopArt.update`), so they adapt at the paper's cadence: the
+        ([`txrl.learners.vmpo.popart.PopArt.update`][txrl.learners.vmpo.popart.PopArt.update]), so they adapt at the paper's cadence: the
         moments close 90% of a gap in ln(10)/beta learner steps (23k at beta = 1e-4).
     """
 

@@ -21,13 +21,13 @@ Equations, numbered as in the paper (sg[.] is a stop-gradient):
 Top half over the whole batch. D~ is the top 50% of advantages *of the batch D* (Sec. 4.2.1),
 and it must be the same set in (3) and (4). When an update is split into minibatches, the
 selection and psi must still be computed over all N samples: pass the full batch's advantages
-to :func:`vmpo_loss` through :class:`FullBatch` (or compute :func:`top_half_weights` on the full
+to [`vmpo_loss`][txrl.learners.vmpo.loss.vmpo_loss] through [`FullBatch`][txrl.learners.vmpo.loss.FullBatch] (or compute [`top_half_weights`][txrl.learners.vmpo.loss.top_half_weights] on the full
 batch yourself and slice psi). Choosing the top half inside each minibatch is a different,
 wrong, estimator.
 
-The multipliers eta and alpha are :class:`~txrl.learners.vmpo.multipliers.VMPOMultipliers`;
+The multipliers eta and alpha are [`VMPOMultipliers`][txrl.learners.vmpo.multipliers.VMPOMultipliers];
 the hyperparameters, with where each comes from,
-:class:`~txrl.learners.vmpo.settings.VMPOLossSettings`; PopArt, which changes what ``values`` and ``returns`` hold, :mod:`~txrl.learners.vmpo.popart`.
+[`VMPOLossSettings`][txrl.learners.vmpo.settings.VMPOLossSettings]; PopArt, which changes what ``values`` and ``returns`` hold, [`popart`][txrl.learners.vmpo.popart].
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def top_half_weights(
     target of the M-step and eta is fit by its own loss (4).
 
     Returns ``(psi, mask, threshold)``: ``psi`` has the shape of ``advantages``, sums to 1 over
-    D~ and is 0 elsewhere; ``mask`` and ``threshold`` are those of :func:`top_half_mask`.
+    D~ and is 0 elsewhere; ``mask`` and ``threshold`` are those of `top_half_mask`.
     """
     mask, threshold = top_half_mask(advantages, valid, fraction=fraction)
     eta = torch.as_tensor(eta, dtype=advantages.dtype, device=advantages.device).detach()
@@ -136,7 +136,7 @@ def policy_loss(log_prob: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
 
     Steps with psi = 0 (outside D~, padding) contribute nothing, even if their log-probability
     is not finite. Summed, not averaged: psi already sums to 1 over D~. On a minibatch slice of
-    the full-batch psi this is that minibatch's share of the full-batch loss (:func:`vmpo_loss`
+    the full-batch psi this is that minibatch's share of the full-batch loss ([`vmpo_loss`][txrl.learners.vmpo.loss.vmpo_loss]
     rescales it by N/B).
     """
     psi = psi.detach()
@@ -226,7 +226,7 @@ PolicyParams = CategoricalParams | DiagGaussianParams
 
 
 class VMPOBatch(NamedTuple):
-    """What :func:`vmpo_loss` differentiates: one (mini)batch of B samples.
+    """What [`vmpo_loss`][txrl.learners.vmpo.loss.vmpo_loss] differentiates: one (mini)batch of B samples.
 
     ``old_policy`` is the acting target network pi_theta_old (its params are detached inside),
     ``new_policy`` the online network pi_theta evaluated on the same states.
@@ -242,7 +242,7 @@ class VMPOBatch(NamedTuple):
 
 
 class FullBatch(NamedTuple):
-    """The full batch D, for an E-step over D when :func:`vmpo_loss` sees a minibatch of it."""
+    """The full batch D, for an E-step over D when [`vmpo_loss`][txrl.learners.vmpo.loss.vmpo_loss] sees a minibatch of it."""
 
     advantages: torch.Tensor  # (N,) advantages of every sample of the update
     # (B,) long, positions of the minibatch's rows in the full batch

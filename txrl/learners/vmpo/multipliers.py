@@ -4,7 +4,7 @@ multipliers alpha (discrete actions) or alpha_mu, alpha_Sigma (Gaussian policies
 The multipliers must stay positive. The paper projects them onto ``[1e-8, inf)`` after each
 update (eta_min = alpha_min = 1e-8, Sec. 4.2.2); here they are stored unconstrained and used
 through ``softplus(x) + 1e-8``, which needs no projection step and keeps the same floor.
-They are trained by their own terms of the loss (Eqs. 4 and 5, :mod:`txrl.learners.vmpo.loss`)
+They are trained by their own terms of the loss (Eqs. 4 and 5, [`txrl.learners.vmpo.loss`][txrl.learners.vmpo.loss])
 with the policy's optimizer.
 """
 

@@ -2,11 +2,11 @@
 used by V-MPO "even when training on a single task" (Song et al. 2019, Sec. 4.1).
 
 Where it plugs in: the value head outputs a normalised value v~; then the ``values`` and
-``returns`` the loss (:func:`txrl.learners.vmpo.loss.vmpo_loss`) gets are ``v~`` and
+``returns`` the loss ([`txrl.learners.vmpo.loss.vmpo_loss`][txrl.learners.vmpo.loss.vmpo_loss]) gets are ``v~`` and
 ``(G - mu) / sigma``, the bootstrap value in G is ``sigma v~ + mu``, and the advantages of
-the E-step are ``(G - V) / sigma``. After each learner step, call :meth:`PopArt.update` with
+the E-step are ``(G - V) / sigma``. After each learner step, call [`PopArt.update`][txrl.learners.vmpo.popart.PopArt.update] with
 the unnormalised targets G; it rescales the head so that its unnormalised outputs do not
-change. :class:`txrl.learners.vmpo.algorithm.VMPO` does all of this with ``popart=True``.
+change. [`txrl.learners.vmpo.algorithm.VMPO`][txrl.learners.vmpo.algorithm.VMPO] does all of this with ``popart=True``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class PopArt(nn.Module):
     Legend: B samples, I input features, O outputs (tasks; 1 for a single task).
 
     ``forward`` returns the normalised value ``v~ = W x + b``; the value is ``sigma v~ + mu``.
-    :meth:`update` moves the running moments ``mu, nu`` towards the new targets (Pop) and
+    `update` moves the running moments ``mu, nu`` towards the new targets (Pop) and
     rescales ``W, b`` so that ``sigma v~ + mu`` is unchanged for every input (Art).
     """
 
@@ -94,9 +94,9 @@ class PopArt(nn.Module):
 
 
 class PopArtValueHead(PopArt):
-    """:class:`PopArt` as a drop-in value head: ``forward`` returns the *unnormalised* value
+    """[`PopArt`][txrl.learners.vmpo.popart.PopArt] as a drop-in value head: ``forward`` returns the *unnormalised* value
     ``sigma v~ + mu``, so acting, GAE and logging see values in return units, and a loss uses
-    :meth:`normalize` on both the prediction and the target (the gradient is that of ``v~``)."""
+    `normalize` on both the prediction and the target (the gradient is that of ``v~``)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.unnormalize(self.linear(x))

@@ -2,15 +2,15 @@
 
 Two dataclasses, the second extending the first, named as every learner's are
 (``<Learner>Settings``, and ``<Loss>LossSettings`` for the part its loss reads, as
-:class:`~txrl.learners.ppo.settings.PPOLossSettings`):
+[`PPOLossSettings`][txrl.learners.ppo.settings.PPOLossSettings]):
 
-* :class:`VMPOLossSettings`: the settings of the loss, its multipliers and its value head,
-  what the loss (:mod:`~txrl.learners.vmpo.loss`), the multipliers
-  (:mod:`~txrl.learners.vmpo.multipliers`) and PopArt (:mod:`~txrl.learners.vmpo.popart`)
+* [`VMPOLossSettings`][txrl.learners.vmpo.settings.VMPOLossSettings]: the settings of the loss, its multipliers and its value head,
+  what the loss ([`loss`][txrl.learners.vmpo.loss]), the multipliers
+  (`multipliers`) and PopArt ([`popart`][txrl.learners.vmpo.popart])
   read: the hyperparameters a user sets (fields) and the constants the paper fixes (class
-  constants); :func:`loss_settings` checks them;
-* :class:`VMPOSettings`: the learner's settings (the ``vmpo:`` section of a config, the
-  keyword arguments of :class:`txrl.VMPO`'s constructor): the loss's, the memory learners'
+  constants); [`loss_settings`][txrl.learners.vmpo.settings.loss_settings] checks them;
+* [`VMPOSettings`][txrl.learners.vmpo.settings.VMPOSettings]: the learner's settings (the ``vmpo:`` section of a config, the
+  keyword arguments of [`txrl.VMPO`][txrl.VMPO]'s constructor): the loss's, the memory learners'
   common ones and the learner's own (learning rate, rollout, target network).
 
 A config is checked against these types and documented by these docstrings.
@@ -20,7 +20,7 @@ from the paper's Appendix F tables, which we could not re-read while writing thi
 (initial eta 1, alpha 5, alpha_mu = alpha_Sigma = 1, eps_alpha sampled log-uniformly in
 [0.001, 0.01] for DMLab/Atari, eps_eta 0.1 for pixel tasks and 0.01 for Gym tasks); each
 field says so ("Unverified"). eta_min, the top-half fraction and the PopArt bounds and
-step size, the constants of :class:`VMPOLossSettings`, are stated in the main text (Secs.
+step size, the constants of [`VMPOLossSettings`][txrl.learners.vmpo.settings.VMPOLossSettings], are stated in the main text (Secs.
 4.1, 4.2.1, 4.2.2).
 """
 
@@ -75,7 +75,7 @@ class VMPOLossSettings:
     already holds 1/2)."""
     popart: bool = True
     """Normalise value targets with PopArt (Sec. 4.1: used "even when training on a single
-    task"). The loss does not apply it; see :mod:`txrl.learners.vmpo.popart` for where it
+    task"). The loss does not apply it; see [`txrl.learners.vmpo.popart`][txrl.learners.vmpo.popart] for where it
     plugs in."""
 
     multiplier_floor: ClassVar[float] = 1e-8
@@ -92,10 +92,10 @@ class VMPOLossSettings:
 
 @dataclass(frozen=True)
 class VMPOSettings(VMPOLossSettings, MemoryLearnerSettings):
-    """Settings of :class:`txrl.VMPO` (the ``vmpo:`` section of a config): the loss's
-    (:class:`VMPOLossSettings`: bounds, initial multipliers, value loss weight, PopArt), the
+    """Settings of [`txrl.VMPO`][txrl.VMPO] (the ``vmpo:`` section of a config): the loss's
+    ([`VMPOLossSettings`][txrl.learners.vmpo.settings.VMPOLossSettings]: bounds, initial multipliers, value loss weight, PopArt), the
     memory learners' common settings
-    (:class:`~txrl.learners.settings.MemoryLearnerSettings`), and:"""
+    ([`MemoryLearnerSettings`][txrl.learners.settings.MemoryLearnerSettings]), and:"""
 
     learning_rate: PositiveRate = 1e-3
     """Adam step size (``lin_<number>``: from that number linearly to 0 over the budget);
@@ -128,11 +128,11 @@ class VMPOSettings(VMPOLossSettings, MemoryLearnerSettings):
 
 
 def loss_settings(settings: VMPOLossSettings, where: str = "VMPOLossSettings") -> VMPOLossSettings:
-    """The loss's settings of ``settings`` (the learner's :class:`VMPOSettings`, say), each
+    """The loss's settings of ``settings`` (the learner's [`VMPOSettings`][txrl.learners.vmpo.settings.VMPOSettings], say), each
     checked against the type it is declared with, and the initial multipliers against
-    :attr:`VMPOLossSettings.multiplier_floor`: a ValueError naming ``where.<field>``, its
+    [`VMPOLossSettings.multiplier_floor`][txrl.learners.vmpo.settings.VMPOLossSettings.multiplier_floor]: a ValueError naming ``where.<field>``, its
     value and what is valid. A config is checked so when it is read; this checks what code
-    passes (:class:`txrl.VMPO`'s constructor)."""
+    passes ([`txrl.VMPO`][txrl.VMPO]'s constructor)."""
     values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(VMPOLossSettings)}
     for name, value in values.items():
         if isinstance(value, str):  # a config's "1e-3" is read as a number; code passes one
