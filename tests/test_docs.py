@@ -84,6 +84,12 @@ def test_the_site_builds_strictly_with_the_generated_pages(tmp_path: Path) -> No
     tasks = _text(tmp_path / "site" / "reference" / "tasks" / "index.html")
     assert "txrl/popgym-RepeatFirstHard-v0" in tasks
     # a study's picture is served from results/, as the study drew it
+    # docstrings are Markdown: no reST role is left as literal text, and their references link
+    api_pages = sorted((tmp_path / "site" / "api").rglob("*.html"))
+    roles = re.compile(r":(class|func|meth|mod|data|attr|exc|obj|param [A-Za-z_]+):")
+    leaked = {str(p): roles.findall(_text(p)) for p in api_pages if roles.search(_text(p))}
+    assert not leaked, leaked
+    assert 'class="autorefs autorefs-internal"' in api_page
     served = tmp_path / "site" / "figures" / "results" / "reach" / "reach.png"
     assert served.read_bytes() == (ROOT / "results" / "reach" / "reach.png").read_bytes()
     # a study's record is included from results/, not copied into docs/
