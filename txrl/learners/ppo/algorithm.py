@@ -58,8 +58,12 @@ class MemoryPPO(MemoryOnPolicyAlgorithm[PPOUpdate]):
     import txrl.envs  # registers the txrl/ environments
     from txrl import MemoryPPO
 
-    model = MemoryPPO("MlpGTrXLPolicy", "txrl/TMazePassive-v0", policy_kwargs=dict(memory_length=32))
-    model.learn(10_000)
+    model = MemoryPPO(
+        "MlpGTrXLPolicy", "txrl/TMazePassive-v0",
+        n_steps=32, batch_size=32, segment_length=16,
+        policy_kwargs=dict(d_model=16, n_heads=2, memory_length=32),
+    )
+    model.learn(64)  # a smoke-sized run; configs/quickstart.yaml trains 80k steps
     ```
 
     Parameters are SB3 PPO's, plus ``segment_length`` (steps per training sequence) and
