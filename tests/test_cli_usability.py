@@ -297,3 +297,18 @@ def test_help_and_config_errors_do_not_import_torch(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "budget must be an integer >= 1" in result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_train_help_points_to_the_docs_not_to_source_files() -> None:
+    """A user reads the config reference, not the modules that declare it."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "txrl.cli", "train", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "config reference" in out
+    assert ".py" not in out and "txrl/" not in out

@@ -227,8 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser(
         "train",
         help="train an agent from a YAML config, or resume a run",
-        description="Train from CONFIG.yaml (see txrl/config/sections.py and txrl/learners/ for every key), or continue "
-        "an interrupted run with --resume RUN_DIR.",
+        description="Train from CONFIG.yaml, or continue an interrupted run with --resume "
+        "RUN_DIR. configs/quickstart.yaml explains each of its keys; every key of every "
+        "section, with its valid values and default, is in the docs' config reference "
+        "(Reference > Config); a mistake in a config is reported with what the key accepts.",
     )
     train.add_argument("config", nargs="?", help="training config (YAML)")
     train.add_argument(
