@@ -53,6 +53,7 @@ from reach_cost import (  # bench/ is sys.path[0] when run as a script
     load_average,
     load_line,
     peak_rss_kib,
+    positive_ints,
     reset_peak_rss,
 )
 
@@ -75,17 +76,8 @@ COLUMNS = (
 )
 
 
-def positive_list(text: str) -> list[int]:
-    """``--lengths``'s value: positive lengths, comma-separated."""
-    try:
-        values = [int(part) for part in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(
-            f"takes positive lengths, comma-separated (e.g. 32,256,1024), got {text!r}"
-        )
-    return values
+#: ``--lengths``'s and ``--recurrent-ppo-lengths``' value: positive lengths, comma-separated.
+positive_list = positive_ints("lengths", "32,256,1024")
 
 
 def model_list(text: str) -> list[str]:

@@ -105,17 +105,26 @@ COLUMNS = (
 )
 
 
-def memory_lengths(text: str) -> list[int]:
-    """``--memory``'s value: positive memory lengths, comma-separated."""
-    try:
-        lengths = [int(part) for part in text.split(",")]
-    except ValueError:
-        lengths = []
-    if not lengths or min(lengths) < 1:
-        raise argparse.ArgumentTypeError(
-            f"takes positive memory lengths, comma-separated (e.g. 128,1000), got {text!r}"
-        )
-    return lengths
+def positive_ints(what: str, example: str) -> Callable[[str], list[int]]:
+    """An argparse ``type`` for positive integers, comma-separated: ``what`` names them in
+    the error, ``example`` shows a valid value."""
+
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(part) for part in text.split(",")]
+        except ValueError:
+            values = []
+        if not values or min(values) < 1:
+            raise argparse.ArgumentTypeError(
+                f"takes positive {what}, comma-separated (e.g. {example}), got {text!r}"
+            )
+        return values
+
+    return parse
+
+
+#: ``--memory``'s value: positive memory lengths, comma-separated.
+memory_lengths = positive_ints("memory lengths", "128,1000")
 
 
 def build(config: Path, memory_length: int) -> Any:
