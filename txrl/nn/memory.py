@@ -11,9 +11,10 @@ The layer loop (`LayerMemoryBackbone.layers`) has two callers:
 an acting step (`ring_step`), one query row per env over the
 memory kept as a ring, which passes in what differs (each slot's distance and the window
 mask: [`RingPlan`][txrl.nn.attention.RingPlan]), so acting computes what training computes by
-construction. Their memory writes differ in layout alone: a sequence slides the window
-(`next_state`), a step writes over the oldest slot in place
-(`write_ring`).
+construction. Both then make the one memory write (`LayerMemoryBackbone.write`): the
+steps' layer inputs, keys and values go over the oldest slots of the ring, and position,
+episode time and valid slots move on; the acting step writes in place, the sequence pass
+returns a new state, read out oldest first.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from txrl.nn.attention import DerivedWeights, RingPlan
 from txrl.nn.blocks import attention_blocks
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import clone_state
-from txrl.nn.window import episode_time, next_valid, slide, window_at, window_mask
+from txrl.nn.window import episode_time, valid_after, window_at, window_mask
 
 #: per-layer tensors as ``torch.stack`` takes them
 TensorList = list[torch.Tensor] | tuple[torch.Tensor, ...]
@@ -74,6 +75,14 @@ class MemoryTrace(NamedTuple):
     """What a rollout stores per step to rebuild the memory later: L*D floats, not L*M*D."""
 
     hidden: torch.Tensor  # (T, B, L, D) layer inputs of each step
+
+
+def by_layer(
+    inputs: TensorList, keys: TensorList, values: TensorList
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each layer's inputs, keys and values with the layer on axis 1: L x (B, T, D) ->
+    (B, L, T, D) each (L x (B, D) -> (B, L, D) for one step's rows)."""
+    return torch.stack(inputs, dim=1), torch.stack(keys, dim=1), torch.stack(values, dim=1)
 
 
 def memory_in_use(valid: torch.Tensor) -> torch.Tensor:
@@ -181,7 +190,7 @@ class LayerMemoryBackbone(Backbone):
         plans = self.attention_plans(allowed, query_time)
         out = self.layers(h, state.keys, state.values, plans, stats)
         new_state = (
-            self.next_state(state, out.inputs, out.keys, out.values, episode_starts)
+            self.write(state, *by_layer(out.inputs, out.keys, out.values), episode_starts)
             if next_state
             else None
         )
@@ -265,21 +274,18 @@ class LayerMemoryBackbone(Backbone):
         order), which it advances in place: the layer loop (`layers`) with one query
         row per env and the step's `ring_plan` (each layer's with its attention's
         ``weights``, `ring_weights`, and the products over the memory ``per_slot``
-        when compiled, [`RingPlan`][txrl.nn.attention.RingPlan]), then the ring write
-        (`write_ring`) and ``head`` of the output. x (B, I), ``start`` (B,) bool.
+        when compiled, [`RingPlan`][txrl.nn.attention.RingPlan]), then the memory write
+        (`write`, in place) and ``head`` of the output. x (B, I), ``start`` (B,) bool.
         Returns the output (B, D), the step's layer inputs (B, L, D) and what ``head``
         returned (empty without one)."""
         h = self.embed(x)  # (B, I) -> (B, D)
         plan = self.ring_plan(position, valid, start[None])._replace(per_slot=per_slot)
         plans = [plan._replace(weights=w) for w in weights]
         out = self.layers(h, keys, values, plans, stats=False)
-        # L x (B, D) -> (B, L, D) each
-        inputs, new_keys, new_values = (
-            torch.stack(f, dim=1) for f in (out.inputs, out.keys, out.values)
-        )
-        self.write_ring(
-            hidden, keys, values, position, step, valid, inputs, new_keys, new_values, start
-        )
+        inputs, new_keys, new_values = by_layer(out.inputs, out.keys, out.values)  # (B, L, D)
+        state = MemoryState(hidden, keys, values, position, step, valid)
+        one_step = inputs[:, :, None], new_keys[:, :, None], new_values[:, :, None]
+        self.write(state, *one_step, start[None], in_place=True)  # (B, L, 1, D) each
         return out.output, inputs, (() if head is None else head(out.output))
 
     def ring_plan(
@@ -304,41 +310,6 @@ class LayerMemoryBackbone(Backbone):
         ([`derived_weights`][txrl.nn.attention.RelativeMultiHeadAttention.derived_weights])."""
         n_keys = self.memory_length + 1
         return [block.attention.derived_weights(n_keys) for block in attention_blocks(self.blocks)]
-
-    def write_ring(
-        self,
-        hidden: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        position: torch.Tensor,
-        step: torch.Tensor,
-        valid: torch.Tensor,
-        new_hidden: torch.Tensor,
-        new_keys: torch.Tensor,
-        new_values: torch.Tensor,
-        start: torch.Tensor,
-    ) -> None:
-        """The memory write of one step over the ring, in place: its layer inputs, keys and
-        values (B, L, D) over the oldest slot (``position``) of the state's fields (those of
-        [`MemoryState`][txrl.nn.memory.MemoryState], in its order); then its position, step and valid slots move
-        on as `next_state` moves them (`next_valid`), the slots
-        staying where they lie."""
-        b, depth, m, d = hidden.shape
-        device = position.device
-        slot = position[:, None]  # (B, 1)
-        envs = torch.arange(b, device=device)[:, None]  # (B, 1)
-        layers = torch.arange(depth, device=device)  # (L,)
-        # row (b, l, position[b]) of a (B * L * M, D) field, b-major like the (B, L) rows
-        rows = (envs * (depth * m) + layers * m + slot).flatten()  # (B * L,)
-        for field, new in ((hidden, new_hidden), (keys, new_keys), (values, new_values)):
-            if field.is_contiguous():
-                field.view(b * depth * m, d).index_copy_(0, rows, new.reshape(b * depth, d))
-            else:  # e.g. a state left by a sequence pass (views of a longer window)
-                field[envs, layers, slot] = new  # (B, L, D) rows
-        valid.logical_and_(~start[:, None])  # a new episode forgets the old one
-        valid.scatter_(1, slot, True)  # the step just taken
-        step.masked_fill_(start, 0).add_(1)
-        position.add_(1).remainder_(self.memory_length)
 
     @property
     def compiles_step(self) -> bool:
@@ -430,24 +401,72 @@ class LayerMemoryBackbone(Backbone):
         empty = state.hidden[:, :, :0]  # (B, L, 0, D), no storage of its own
         return state._replace(keys=empty, values=empty)
 
-    def next_state(
+    def write(
         self,
         state: MemoryState,
-        inputs: TensorList,
-        keys: TensorList,
-        values: TensorList,
+        inputs: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
         episode_starts: torch.Tensor,
+        *,
+        in_place: bool = False,
     ) -> MemoryState:
-        """The memory after the T steps, from each layer's inputs, keys and values (B, T, D);
-        ``state`` has its slots oldest first (`ordered`), and so has the result."""
-        return self.state_type(
-            hidden=slide(state.hidden, torch.stack(inputs, dim=1).detach(), dim=2),
-            keys=slide(state.keys, torch.stack(keys, dim=1).detach(), dim=2),
-            values=slide(state.values, torch.stack(values, dim=1).detach(), dim=2),
-            position=torch.zeros_like(state.position),  # slots oldest first
-            step=episode_time(state.step, episode_starts)[:, -1] + 1,
-            valid=next_valid(state.valid, episode_starts),  # seen from the step after the last
-        )
+        """The memory write of sec. 3.2: T steps' layer inputs, their keys and values
+        (B, L, T, D) each, stop-gradient, enter the window of the last M steps, and its
+        position, episode time (`episode_time`) and valid slots (`valid_after`) move on.
+        ``episode_starts`` (T, B).
+
+        The M slots are a ring with its oldest slot at ``position``: step t goes to slot
+        ``(position + t) mod M`` (the last M steps when T >= M), and the position moves on by
+        T. ``in_place`` (an acting step): written into ``state``'s own tensors, which it
+        returns, the slots staying where they lie (O(T L D) bytes written, nothing of size M
+        copied). Otherwise (a sequence pass): ``state`` is left as it is, and the result
+        holds the same window read out oldest first (position 0), the layout
+        `run` and `state_at` return."""
+        b, depth, m, d = state.hidden.shape
+        t = episode_starts.shape[0]
+        n = min(t, m)  # the steps that stay in the window
+        position = state.position
+        device = position.device
+        new = tuple(f.detach() for f in (inputs, keys, values))
+        kept, steps_valid = valid_after(state.valid, episode_starts)  # (B, M), (B, T)
+        step = episode_time(state.step, episode_starts)[:, -1] + 1
+        if not in_place:
+            # slot i of the result: entry T + i of the stream [slots oldest first; T steps],
+            # read from [slots as they lie; T steps]
+            stream_index = t + torch.arange(m, device=device)  # (M,)
+            older = (position[:, None] + stream_index).remainder(max(m, 1))  # (B, M)
+            source = torch.where(stream_index < m, older, stream_index)  # (B, M)
+            index = source[:, None, :, None].expand(b, depth, m, d)
+            hidden, keys, values = (
+                torch.cat((field, entries), dim=2).gather(2, index)
+                for field, entries in zip(state[:3], new, strict=True)
+            )
+            valid = torch.cat((kept, steps_valid), dim=1).gather(1, source)
+            return state._replace(
+                hidden=hidden,
+                keys=keys,
+                values=values,
+                position=torch.zeros_like(position),
+                step=step,
+                valid=valid,
+            )
+        slots = (position[:, None] + torch.arange(t - n, t, device=device)).remainder(max(m, 1))
+        envs = torch.arange(b, device=device)[:, None, None]  # (B, 1, 1)
+        layers = torch.arange(depth, device=device)[:, None]  # (L, 1)
+        slot = slots[:, None, :]  # (B, 1, n)
+        # row (b, l, slot) of a (B * L * M, D) field, b-major like the (B, L, n) entries
+        rows = (envs * (depth * m) + layers * m + slot).flatten()  # (B * L * n,)
+        for field, entries in zip(state[:3], new, strict=True):
+            entries = entries[:, :, t - n :]  # (B, L, n, D)
+            if field.is_contiguous():
+                field.view(-1, d).index_copy_(0, rows, entries.reshape(-1, d))
+            else:  # e.g. the caches of a rebuilt state, views of a longer window
+                field[envs, layers, slot] = entries
+        state.valid.copy_(kept).scatter_(1, slots, steps_valid[:, t - n :])
+        state.step.copy_(step)
+        position.add_(t).remainder_(max(m, 1))
+        return state
 
     def trace_of(self, inputs: TensorList) -> MemoryTrace:
         """Each layer's inputs (B, T, D) -> the trace, (T, B, L, D)."""

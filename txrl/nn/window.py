@@ -2,7 +2,8 @@
 
 Legend: B envs, T steps, M slots. A window memory keeps, per env, M per-step entries (oldest
 first) and a ``valid`` mask; a rollout's trace keeps one entry per step. These helpers build
-the attention mask of a sequence and rebuild the window before any step of a rollout.
+the attention mask of a sequence, say which entries stay valid after it (and each step's
+episode time), and rebuild the window before any step of a rollout.
 """
 
 from __future__ import annotations
@@ -55,25 +56,39 @@ def episode_time(step: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tens
     current episode seen so far); ``episode_starts`` (T, B). Returns (B, T) long.
     """
     t = episode_starts.shape[0]
+    if t == 1:  # one acting step: 0 at a start, else the carried-in time
+        return torch.where(episode_starts[0], 0, step)[:, None]
     index = torch.arange(t, device=step.device)  # (T,)
     starts = episode_starts.transpose(0, 1)  # (B, T)
     last_start = torch.where(starts, index, -1).cummax(dim=1).values  # (B, T)
     return torch.where(last_start >= 0, index - last_start, step[:, None] + index)
 
 
+def valid_after(
+    valid: torch.Tensor, episode_starts: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which memory slots and which of the T steps are valid seen from the step after the
+    sequence: those of the last step's episode.
+
+    ``valid`` (B, M), ``episode_starts`` (T, B) -> the slots (B, M), in the order they are given
+    (a slot's validity does not depend on where it lies), and the steps (B, T).
+    """
+    if episode_starts.shape[0] == 1:
+        # one step: the slots unless it started anew, and the step just taken
+        itself = torch.ones((valid.shape[0], 1), dtype=torch.bool, device=valid.device)
+        return valid & ~episode_starts[0, :, None], itself
+    memory_episode, step_episode = episode_ids(valid, episode_starts)
+    last = step_episode[:, -1:]  # (B, 1)
+    return memory_episode == last, step_episode == last
+
+
 def next_valid(valid: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tensor:
     """Validity of the last M of the M+T positions, seen from the step after the sequence -> (B, M)."""
     m = valid.shape[1]
-    if episode_starts.shape[0] == 1:
-        if m == 0:
-            return valid
-        # slots shift by one: the step just taken is valid, earlier ones unless it started anew
-        return torch.cat(
-            (valid[:, 1:] & ~episode_starts[0, :, None], torch.ones_like(valid[:, :1])), dim=1
-        )
-    memory_episode, step_episode = episode_ids(valid, episode_starts)
-    key_episode = torch.cat((memory_episode, step_episode), dim=1)  # (B, M+T)
-    return (key_episode == step_episode[:, -1:])[:, key_episode.shape[1] - m :]
+    if m == 0:
+        return valid
+    joined = torch.cat(valid_after(valid, episode_starts), dim=1)  # (B, M+T)
+    return joined[:, joined.shape[1] - m :]
 
 
 def slide(memory: torch.Tensor, steps: torch.Tensor, dim: int) -> torch.Tensor:

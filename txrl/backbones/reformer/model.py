@@ -53,7 +53,13 @@ from torch import nn
 from txrl.backbones.reformer import ReformerConfig
 from txrl.nn.attention import merge_heads, split_heads
 from txrl.nn.blocks import feed_forward
-from txrl.nn.memory import LayerMemoryBackbone, MemoryState, MemoryTrace, memory_in_use
+from txrl.nn.memory import (
+    LayerMemoryBackbone,
+    MemoryState,
+    MemoryTrace,
+    by_layer,
+    memory_in_use,
+)
 from txrl.nn.pluggable_attention import key_distances
 from txrl.nn.protocol import BackboneOutput
 from txrl.nn.window import window_mask
@@ -270,7 +276,7 @@ class Reformer(LayerMemoryBackbone):
         output = 0.5 * (x1 + x2)  # (B, T, D)
 
         new_state = (
-            self.next_state(state, layer_inputs, new_keys, new_values, episode_starts)
+            self.write(state, *by_layer(layer_inputs, new_keys, new_values), episode_starts)
             if next_state
             else None
         )

@@ -54,7 +54,13 @@ from torch import nn
 from txrl.backbones.universal import UniversalConfig
 from txrl.nn.attention import RelativeMultiHeadAttention, sinusoid_table
 from txrl.nn.blocks import PreNormBlock
-from txrl.nn.memory import LayerMemoryBackbone, MemoryState, MemoryTrace, memory_in_use
+from txrl.nn.memory import (
+    LayerMemoryBackbone,
+    MemoryState,
+    MemoryTrace,
+    by_layer,
+    memory_in_use,
+)
 from txrl.nn.protocol import BackboneOutput
 from txrl.nn.window import window_mask
 
@@ -176,7 +182,7 @@ class UniversalTransformer(LayerMemoryBackbone):
             weights.append(p)
 
         new_state = (
-            self.next_state(state, depth_inputs, new_keys, new_values, episode_starts)
+            self.write(state, *by_layer(depth_inputs, new_keys, new_values), episode_starts)
             if next_state
             else None
         )
