@@ -30,7 +30,7 @@ from txrl.nn.attention import DerivedWeights, RingPlan
 from txrl.nn.blocks import attention_blocks
 from txrl.nn.protocol import Backbone, BackboneOutput
 from txrl.nn.state import clone_state
-from txrl.nn.window import episode_time, valid_after, window_at, window_mask
+from txrl.nn.window import episode_time, time_after, valid_after, window_at, window_mask
 
 #: per-layer tensors as ``torch.stack`` takes them
 TensorList = list[torch.Tensor] | tuple[torch.Tensor, ...]
@@ -284,8 +284,8 @@ class LayerMemoryBackbone(Backbone):
         out = self.layers(h, keys, values, plans, stats=False)
         inputs, new_keys, new_values = by_layer(out.inputs, out.keys, out.values)  # (B, L, D)
         state = MemoryState(hidden, keys, values, position, step, valid)
-        one_step = inputs[:, :, None], new_keys[:, :, None], new_values[:, :, None]
-        self.write(state, *one_step, start[None], in_place=True)  # (B, L, 1, D) each
+        one_step = inputs.unsqueeze(2), new_keys.unsqueeze(2), new_values.unsqueeze(2)
+        self.write(state, *one_step, start.unsqueeze(0), in_place=True)  # (B, L, 1, D) each
         return out.output, inputs, (() if head is None else head(out.output))
 
     def ring_plan(
@@ -413,7 +413,7 @@ class LayerMemoryBackbone(Backbone):
     ) -> MemoryState:
         """The memory write of sec. 3.2: T steps' layer inputs, their keys and values
         (B, L, T, D) each, stop-gradient, enter the window of the last M steps, and its
-        position, episode time (`episode_time`) and valid slots (`valid_after`) move on.
+        position, episode time (`time_after`) and valid slots (`valid_after`) move on.
         ``episode_starts`` (T, B).
 
         The M slots are a ring with its oldest slot at ``position``: step t goes to slot
@@ -428,9 +428,10 @@ class LayerMemoryBackbone(Backbone):
         n = min(t, m)  # the steps that stay in the window
         position = state.position
         device = position.device
-        new = tuple(f.detach() for f in (inputs, keys, values))
+        # stop-gradient (an acting step's entries have none to stop)
+        new = tuple(f.detach() if f.requires_grad else f for f in (inputs, keys, values))
         kept, steps_valid = valid_after(state.valid, episode_starts)  # (B, M), (B, T)
-        step = episode_time(state.step, episode_starts)[:, -1] + 1
+        step = time_after(state.step, episode_starts)  # (B,)
         if not in_place:
             # slot i of the result: entry T + i of the stream [slots oldest first; T steps],
             # read from [slots as they lie; T steps]
@@ -451,19 +452,22 @@ class LayerMemoryBackbone(Backbone):
                 step=step,
                 valid=valid,
             )
-        slots = (position[:, None] + torch.arange(t - n, t, device=device)).remainder(max(m, 1))
-        envs = torch.arange(b, device=device)[:, None, None]  # (B, 1, 1)
-        layers = torch.arange(depth, device=device)[:, None]  # (L, 1)
-        slot = slots[:, None, :]  # (B, 1, n)
+        if n == t == 1:  # one step (acting): the oldest slot, position < M
+            slots = position.unsqueeze(1)  # (B, 1)
+        else:
+            slots = (position[:, None] + torch.arange(t - n, t, device=device)).remainder(max(m, 1))
+        if n < t:  # the steps that stay
+            new, steps_valid = tuple(f[:, :, t - n :] for f in new), steps_valid[:, t - n :]
+        lanes = torch.arange(b * depth, device=device).view(b, depth, 1)  # b * L + l
+        slot = slots.unsqueeze(1)  # (B, 1, n)
         # row (b, l, slot) of a (B * L * M, D) field, b-major like the (B, L, n) entries
-        rows = (envs * (depth * m) + layers * m + slot).flatten()  # (B * L * n,)
-        for field, entries in zip(state[:3], new, strict=True):
-            entries = entries[:, :, t - n :]  # (B, L, n, D)
+        rows = (lanes * m + slot).flatten()  # (B * L * n,)
+        for field, entries in zip(state[:3], new, strict=True):  # entries (B, L, n, D)
             if field.is_contiguous():
                 field.view(-1, d).index_copy_(0, rows, entries.reshape(-1, d))
             else:  # e.g. the caches of a rebuilt state, views of a longer window
-                field[envs, layers, slot] = entries
-        state.valid.copy_(kept).scatter_(1, slots, steps_valid[:, t - n :])
+                field[lanes // depth, lanes % depth, slot] = entries
+        state.valid.copy_(kept).scatter_(1, slots, steps_valid)
         state.step.copy_(step)
         position.add_(t).remainder_(max(m, 1))
         return state

@@ -2,8 +2,8 @@
 
 Legend: B envs, T steps, M slots. A window memory keeps, per env, M per-step entries (oldest
 first) and a ``valid`` mask; a rollout's trace keeps one entry per step. These helpers build
-the attention mask of a sequence, say which entries stay valid after it (and each step's
-episode time), and rebuild the window before any step of a rollout.
+the attention mask of a sequence, give each step's episode time, say which entries stay valid
+after it, and rebuild the window before any step of a rollout.
 """
 
 from __future__ import annotations
@@ -56,12 +56,20 @@ def episode_time(step: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tens
     current episode seen so far); ``episode_starts`` (T, B). Returns (B, T) long.
     """
     t = episode_starts.shape[0]
-    if t == 1:  # one acting step: 0 at a start, else the carried-in time
-        return torch.where(episode_starts[0], 0, step)[:, None]
     index = torch.arange(t, device=step.device)  # (T,)
     starts = episode_starts.transpose(0, 1)  # (B, T)
     last_start = torch.where(starts, index, -1).cummax(dim=1).values  # (B, T)
     return torch.where(last_start >= 0, index - last_start, step[:, None] + index)
+
+
+def time_after(step: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tensor:
+    """Episode time of the step after the sequence (`episode_time`'s, one past the last step's).
+
+    ``step`` (B,) long, ``episode_starts`` (T, B) -> (B,) long.
+    """
+    if episode_starts.shape[0] == 1:  # one step: 0 at a start, else the carried-in time
+        return step.masked_fill(episode_starts.view(-1), 0).add_(1)
+    return episode_time(step, episode_starts)[:, -1] + 1
 
 
 def valid_after(
@@ -76,7 +84,7 @@ def valid_after(
     if episode_starts.shape[0] == 1:
         # one step: the slots unless it started anew, and the step just taken
         itself = torch.ones((valid.shape[0], 1), dtype=torch.bool, device=valid.device)
-        return valid & ~episode_starts[0, :, None], itself
+        return valid & ~episode_starts.view(-1, 1), itself
     memory_episode, step_episode = episode_ids(valid, episode_starts)
     last = step_episode[:, -1:]  # (B, 1)
     return memory_episode == last, step_episode == last
