@@ -438,9 +438,14 @@ class LayerMemoryBackbone(Backbone):
             stream_index = t + torch.arange(m, device=device)  # (M,)
             older = (position[:, None] + stream_index).remainder(max(m, 1))  # (B, M)
             source = torch.where(stream_index < m, older, stream_index)  # (B, M)
-            index = source[:, None, :, None].expand(b, depth, m, d)
+            # row (b, l, source) of a (B * L * (M + T), D) stream, for each slot of the result
+            lanes = torch.arange(b * depth, device=device).view(b, depth, 1)  # b * L + l
+            rows = (lanes * (m + t) + source.unsqueeze(1)).flatten()  # (B * L * M,)
             hidden, keys, values = (
-                torch.cat((field, entries), dim=2).gather(2, index)
+                torch.cat((field, entries), dim=2)
+                .view(-1, d)
+                .index_select(0, rows)
+                .view(field.shape)
                 for field, entries in zip(state[:3], new, strict=True)
             )
             valid = torch.cat((kept, steps_valid), dim=1).gather(1, source)
