@@ -1,8 +1,10 @@
 """What memory reach costs: the acting step, the training pass and the bytes of a GTrXL policy
-as its memory length M grows.
+as its memory length M grows; and, with ``--across-backbones``, what a run of each backbone of
+the reach study costs at each span.
 
     python bench/reach_cost.py --out bench/results/reach_cost_cpu.txt   # M = 128 ... 10000
     python bench/reach_cost.py --memory 128,1000 --quick                # a quick, noisy look
+    python bench/reach_cost.py --across-backbones --out bench/results/reach_cost_backbones_cpu.txt
 
 The policy and learner are the long T-maze recipe's (``configs/tmaze_long.yaml``: GTrXL,
 d_model 32, 1 layer, 2 heads, GRU gate; 8 envs; PPO with n_steps 128, segments of 32,
@@ -50,6 +52,25 @@ network's own work on that step (O(L D^2), whatever M), plus the step's attentio
 segment's M + S keys (O(L (M + S) D)), plus its share of re-projecting each segment's M-slot
 memory into keys and values with the current weights at every minibatch of every epoch
 (O(L M D^2 / S)), each forward and backward; the last two grow linearly with M.
+
+``--across-backbones`` measures instead each backbone of the reach study
+(``results/reach/README.md``) at the settings its runs train with, read from the study's
+compare configs (`BACKBONE_STUDIES`: txrl's GTrXL at 1,000 and 3,000 cells from the recipe's
+own studies, every backbone of ``results/reach/backbones/span_*``), one point per backbone
+and span (``env.kwargs.length``), each built as its run builds it (the config's learner, its
+8 envs, its PPO settings). For each point, one after another (``--only-backbones`` and
+``--spans`` pick some):
+
+* ``rollout_s/100k``, ``update_s/100k``: the seconds of one rollout (``collect_rollouts``,
+  n_steps x n_envs env steps) and of one ``train()`` on it, per 100,000 env steps; the
+  minimum over the rounds (after one warm-up round), the least the machine's load let them
+  take; ``train_s/100k``: the minimum of their sum, a run's training wall-clock per 100,000
+  env steps (its evaluations and checkpoints aside);
+* ``state_B/env``: the bytes of the acting state's tensors per env;
+* ``buffer_B/env``: the bytes of every array and tensor the rollout buffer keeps for one
+  rollout (:func:`rollout_nbytes`), per env; ``RAM_MiB/env``: the two together, the memory
+  a run holds per env between updates (the training pass's activations come and go with
+  each minibatch and are not per env).
 """
 
 from __future__ import annotations
@@ -73,6 +94,7 @@ import torch
 from scaling import one_rollout  # bench/ is sys.path[0] when run as a script
 
 from txrl.agents.recipe import make_learner
+from txrl.config import TrainConfig, load_compare_config
 from txrl.config.files import load_train_config
 from txrl.files import atomic_write
 from txrl.nn.state import state_nbytes
@@ -102,6 +124,33 @@ COLUMNS = (
     ("buffer_bytes_per_transition", "buffer B/tr", "{:.0f}"),
     ("segment_state_bytes_per_transition", "segments B/tr", "{:.0f}"),
     ("rss_growth_mib", "RSS MiB", "{:.1f}"),
+)
+
+REACH = Path(__file__).resolve().parents[1] / "results" / "reach"
+#: The reach study's grids ``--across-backbones`` measures: each compare config and the labels
+#: of its variants to take (None: every one). txrl's GTrXL at 1,000 and 3,000 cells trains in
+#: the recipe's own studies; the other backbones, and GTrXL at 10,000, in ``backbones/``.
+BACKBONE_STUDIES: tuple[tuple[Path, tuple[str, ...] | None], ...] = (
+    (REACH / "tmaze_1000" / "compare.yaml", ("gtrxl",)),
+    (REACH / "tmaze_3000" / "compare.yaml", ("gtrxl",)),
+    (REACH / "backbones" / "span_1000" / "compare.yaml", None),
+    (REACH / "backbones" / "span_3000" / "compare.yaml", None),
+    (REACH / "backbones" / "span_10000" / "compare.yaml", None),
+)
+#: env steps the training wall-clock is given per
+PER_STEPS = 100_000
+#: (key of a row, heading, format) of each column of ``--across-backbones``' table; the
+#: headings are single words, so that a script can read the table back by them
+#: (``results/reach/curve.py``)
+BACKBONE_COLUMNS = (
+    ("backbone", "backbone", "{}"),
+    ("span", "span", "{:d}"),
+    ("rollout_s_per_100k", "rollout_s/100k", "{:.1f}"),
+    ("update_s_per_100k", "update_s/100k", "{:.1f}"),
+    ("train_s_per_100k", "train_s/100k", "{:.1f}"),
+    ("state_bytes_per_env", "state_B/env", "{:d}"),
+    ("buffer_bytes_per_env", "buffer_B/env", "{:d}"),
+    ("ram_mib_per_env", "RAM_MiB/env", "{:.2f}"),
 )
 
 
@@ -347,7 +396,13 @@ def target_mark(memory_length: int, reference: int, ratio: float, bound: float) 
 
 
 def cpu_model() -> str:
-    """The CPU's model name as ``lscpu`` gives it (``platform.processor()`` without lscpu)."""
+    """The CPU's model name as ``/proc/cpuinfo`` gives it (Linux), else as ``lscpu`` does,
+    else ``platform.processor()``."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         listing = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
         for line in listing.splitlines():
@@ -399,13 +454,176 @@ def header_lines(
     ]
 
 
-def table_lines(rows: list[dict[str, Any]]) -> list[str]:
-    widths = [max(len(heading), 8) for _, heading, _ in COLUMNS]
-    lines = [" ".join(f"{h:>{w}}" for (_, h, _), w in zip(COLUMNS, widths, strict=True))]
-    for row in rows:
-        cells = ["-" if row[key] is None else form.format(row[key]) for key, _, form in COLUMNS]
-        lines.append(" ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True)))
+def table_lines(
+    rows: list[dict[str, Any]], columns: Sequence[tuple[str, str, str]] = COLUMNS
+) -> list[str]:
+    """The rows under their ``columns`` (key, heading, format), right-aligned, "-" for None."""
+    cells = [["-" if row[key] is None else form.format(row[key]) for key, _, form in columns]
+             for row in rows]  # fmt: skip
+    widths = [max(len(heading), 8, *(len(r[i]) for r in cells))
+              for i, (_, heading, _) in enumerate(columns)]  # fmt: skip
+    lines = [" ".join(f"{h:>{w}}" for (_, h, _), w in zip(columns, widths, strict=True))]
+    for row_cells in cells:
+        lines.append(" ".join(f"{c:>{w}}" for c, w in zip(row_cells, widths, strict=True)))
     return lines
+
+
+class Point(NamedTuple):
+    """One backbone at one span, as the reach study trains it."""
+
+    backbone: str  # the variant's label in its compare config
+    span: int  # env.kwargs.length: corridor cells
+    config: TrainConfig  # the run's training config (seed aside)
+
+
+def study_points(
+    studies: Sequence[tuple[Path, Sequence[str] | None]],
+    backbones: Sequence[str] | None = None,
+    spans: Sequence[int] | None = None,
+) -> list[Point]:
+    """Every variant of each compare config in ``studies`` (those of its labels when given),
+    each checked as ``txrl compare`` checks it; only ``backbones`` and ``spans`` when given.
+    By span, then each backbone where it first appears in the studies."""
+    points = []
+    for path, labels in studies:
+        for variant in load_compare_config(path).variants():
+            span = int(variant.config.env.kwargs["length"])
+            if labels is not None and variant.name not in labels:
+                continue
+            if (backbones and variant.name not in backbones) or (spans and span not in spans):
+                continue
+            points.append(Point(variant.name, span, variant.config))
+    first = {name: i for i, name in reversed(list(enumerate(p.backbone for p in points)))}
+    return sorted(points, key=lambda p: (p.span, first[p.backbone]))
+
+
+def settings_line(point: Point) -> str:
+    """The point's backbone settings (the policy's given fields and ``backbone_kwargs``) and
+    its auxiliary losses' weights, in a line."""
+    policy = point.config.policy
+    given = {"gate": policy.gate, **policy.backbone_settings()}
+    words = [f"{key} {value}" for key, value in given.items() if value is not None]
+    aux = getattr(point.config.learner_settings, "aux_loss_coef", None)
+    if aux:
+        words.append("aux_loss_coef " + ", ".join(f"{k} {v:g}" for k, v in aux.items()))
+    return f"  {point.backbone} at {point.span}: {policy.backbone}, " + ", ".join(words)
+
+
+def rollout_nbytes(buffer: Any) -> int:
+    """Bytes of every array and tensor a memory rollout buffer (`txrl.sb3.buffer`) keeps for
+    its rollout: SB3's arrays (observations, actions, rewards, values, log-probabilities,
+    advantages, returns, episode starts), the memory streams (each step's trace and the
+    memory carried into the rollout), a learner's per-step extras and the states of the
+    segment starts kept for the minibatches."""
+    arrays = [value for value in vars(buffer).values() if isinstance(value, np.ndarray)]
+    if isinstance(buffer.observations, dict):
+        arrays += list(buffer.observations.values())
+    total = sum(array.nbytes for array in arrays)
+    total += state_nbytes(buffer.trace) + state_nbytes(buffer.initial_memory)
+    total += state_nbytes(tuple(buffer.extras.values()))
+    kept = buffer._segment_states  # (backbone, segment length, states or None)
+    if kept is not None and kept[2] is not None:
+        total += state_nbytes(kept[2])
+    return total
+
+
+def measure_point(point: Point, repeats: int, warmup: int) -> dict[str, Any]:
+    """One row of ``--across-backbones``' table: the point's learner built as its run builds
+    it, then ``warmup + repeats`` rounds of one rollout and one ``train()`` (the warm-up
+    rounds dropped); the minimum seconds per `PER_STEPS` env steps, and the bytes per env."""
+    model = make_learner(point.config, make_train_env(point.config))
+    rollout_s, update_s, total_s = [], [], []
+    for round_ in range(warmup + repeats):
+        began = time.perf_counter()
+        one_rollout(model)
+        collected = time.perf_counter()
+        model.train()
+        ended = time.perf_counter()
+        if round_ >= warmup:
+            rollout_s.append(collected - began)
+            update_s.append(ended - collected)
+            total_s.append(ended - began)
+    per = PER_STEPS / (model.n_steps * model.n_envs)
+    state = state_nbytes(model.policy.initial_state(model.n_envs)) // model.n_envs
+    buffer = rollout_nbytes(model.rollout_buffer) // model.n_envs
+    model.env.close()
+    return {
+        "backbone": point.backbone,
+        "span": point.span,
+        "rollout_s_per_100k": min(rollout_s) * per,
+        "update_s_per_100k": min(update_s) * per,
+        "train_s_per_100k": min(total_s) * per,
+        "state_bytes_per_env": state,
+        "buffer_bytes_per_env": buffer,
+        "ram_mib_per_env": (state + buffer) / 2**20,
+    }
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it."""
+    root = REACH.parents[1]
+    resolved = path.resolve()
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(path)
+
+
+def backbone_header_lines(
+    args: argparse.Namespace, points: Sequence[Point], load: tuple[float | None, float | None]
+) -> list[str]:
+    """What ``--across-backbones`` measured, on what, and each point's settings."""
+    first = points[0].config
+    ppo = first.learner_settings
+    warmup = "no" if args.quick else "one"
+    return [
+        "the reach study's backbones at the settings their runs train with (passive T-maze, "
+        f"corridors from {first.env.kwargs.get('min_length')} cells to the span; "
+        f"{first.env.n_envs} envs; {first.algo} n_steps {ppo.n_steps}, segments of "
+        f"{ppo.segment_length}, batch {ppo.batch_size}, {ppo.n_epochs} epochs), from "
+        + ", ".join(shown(path) for path, _ in args.studies),
+        f"CPU {cpu_model()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} thread(s); python {platform.python_version()}",
+        load_line(load),
+        f"each point a fresh learner: {warmup} warm-up round, then {args.train_repeats} "
+        "timed round(s) of one rollout and one train(), the points one after another; seconds are "
+        f"the rounds' minimum per {PER_STEPS:,} env steps (train = rollout + update, the "
+        "minimum of the sum; a run's evaluations and checkpoints aside)",
+        "RAM_MiB/env = state_B/env (the acting state's tensors) + buffer_B/env (every array "
+        "and tensor of one rollout in the buffer: SB3's arrays, trace, carried-in memory, "
+        "kept segment-start states), per env",
+        "settings:",
+        *(settings_line(point) for point in points),
+    ]
+
+
+def across_backbones(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``--across-backbones``: a row per backbone and span, printed (and written with
+    ``--out``); returns the rows."""
+    torch.set_num_threads(args.threads)
+    load_before = load_average()
+    points = study_points(args.studies, args.only_backbones, args.spans)
+    if not points:
+        raise SystemExit("no backbone and span of the studies matches --only-backbones/--spans")
+    rows = []
+    for point in points:
+        rows.append(measure_point(point, args.train_repeats, warmup=0 if args.quick else 1))
+        print(f"measured {point.backbone} at {point.span}", file=sys.stderr, flush=True)
+        gc.collect()
+    lines = backbone_header_lines(args, points, (load_before, load_average()))
+    text = "\n".join([*lines, *table_lines(rows, BACKBONE_COLUMNS)]) + "\n"
+    print(text, end="", flush=True)
+    if args.out is not None:
+        atomic_write(args.out, text.encode())
+    return rows
+
+
+def study_spec(text: str) -> tuple[Path, tuple[str, ...] | None]:
+    """``--study``'s value, ``PATH`` or ``PATH:LABEL,LABEL``: a compare config and the labels
+    of its variants to measure."""
+    path, _, labels = text.partition(":")
+    if not Path(path).is_file():
+        raise argparse.ArgumentTypeError(
+            f"takes a compare config, PATH[:LABEL,...]: no file {path!r}"
+        )
+    return Path(path), tuple(labels.split(",")) if labels else None
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -421,11 +639,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--act-reference", type=int, default=ACT_REFERENCE, help="acting's M")
     parser.add_argument("--train-reference", type=int, default=TRAIN_REFERENCE)
     parser.add_argument("--act-repeats", type=int, help="timed acting calls per M (1000)")
-    parser.add_argument("--train-repeats", type=int, help="timed train() passes per M (6)")
+    parser.add_argument(
+        "--train-repeats",
+        type=int,
+        help="timed train() passes per M (6); rounds per point with --across-backbones (3)",
+    )
     parser.add_argument("--quick", action="store_true", help="few repeats, no warm-up pass")
     parser.add_argument("--no-rss", action="store_true", help="skip the process per M")
     parser.add_argument("--out", type=Path, help="also write the table to this file")
     parser.add_argument("--rss-of", type=int, help=argparse.SUPPRESS)  # the process per M
+    across = parser.add_argument_group("--across-backbones: the reach study's backbones")
+    across.add_argument(
+        "--across-backbones",
+        action="store_true",
+        help="measure each backbone of the reach study at each span instead",
+    )
+    across.add_argument(
+        "--study",
+        dest="studies",
+        type=study_spec,
+        action="append",
+        help="a compare config to measure, PATH[:LABEL,...] (repeatable; "
+        "default: BACKBONE_STUDIES)",
+    )
+    across.add_argument(
+        "--only-backbones",
+        type=lambda text: text.split(","),
+        help="only these labels, comma-separated",
+    )
+    across.add_argument("--spans", type=positive_ints("spans", "1000,3000"),
+                        help="only these spans (corridor cells), comma-separated")  # fmt: skip
     args = parser.parse_args(argv)
     for name in ("threads", "act_reference", "train_reference", "act_repeats", "train_repeats"):
         value = getattr(args, name)
@@ -436,7 +679,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.act_repeats is None:
         args.act_repeats = 20 if args.quick else 1000
     if args.train_repeats is None:
-        args.train_repeats = 1 if args.quick else 6
+        args.train_repeats = 1 if args.quick else (3 if args.across_backbones else 6)
+    if args.studies is None:
+        args.studies = list(BACKBONE_STUDIES)
     return args
 
 
@@ -446,6 +691,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     if args.rss_of is not None:
         rss_growth(args)
         return []
+    if args.across_backbones:
+        return across_backbones(args)
     torch.set_num_threads(args.threads)
     load_before = load_average()
     lengths = sorted({*args.memory, args.act_reference, args.train_reference})

@@ -99,3 +99,81 @@ def test_the_floor_counts_products_and_bytes_as_its_docstrings_say(script: dict[
     macs = 2 * 2 * 10 * 4 * 2 * 4 + 9 * 2 * 2 * 12 * 4 + 3 * 2 * 2 * 5
     assert train_floor(shape, counting_flops) == 2 * macs * 2 / 4
     assert train_floor(shape, counting_bytes) == 4 * 2 * 3 * 2 * 10 * 4 * 2 / 4
+
+
+#: a tiny grid of two backbones as the reach study's are written: a window memory and one
+#: without, on short corridors, with a short rollout
+TINY_STUDY = """
+name: tiny_reach_backbones
+base:
+  algo: ppo
+  env: {id: txrl/TMazePassive-v0, kwargs: {length: 6, min_length: 3}, n_envs: 2}
+  policy: {d_model: 8, n_layers: 1, n_heads: 2}
+  ppo: {n_steps: 16, batch_size: 16, segment_length: 8, n_epochs: 1}
+seeds: [0]
+axes:
+  backbone:
+    gtrxl: {policy.backbone: gtrxl, policy.gate: gru, policy.memory_length: 8}
+    linear: {policy.backbone: linear}
+"""
+
+
+def test_across_backbones_has_a_row_per_backbone_and_span(
+    script: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = tmp_path / "compare.yaml"
+    study.write_text(TINY_STUDY)
+    out = tmp_path / "cost.txt"
+    rows = script["main"](["--across-backbones", "--quick", "--study", str(study),
+                           "--out", str(out)])  # fmt: skip
+    assert [(row["backbone"], row["span"]) for row in rows] == [("gtrxl", 6), ("linear", 6)]
+    columns = [key for key, _, _ in script["BACKBONE_COLUMNS"]]
+    for row in rows:
+        assert set(row) == set(columns)
+        assert_positive_and_finite(row, columns[2:])
+        assert row["train_s_per_100k"] >= max(row["rollout_s_per_100k"], row["update_s_per_100k"])
+        ram = (row["state_bytes_per_env"] + row["buffer_bytes_per_env"]) / 2**20
+        assert row["ram_mib_per_env"] == pytest.approx(ram)
+    # the window's state grows with its memory; the linear state is its sums alone
+    assert rows[0]["state_bytes_per_env"] > rows[1]["state_bytes_per_env"]
+    text = out.read_text()
+    assert text == capsys.readouterr().out
+    lines = text.splitlines()
+    table = next(i for i, line in enumerate(lines) if line.split()[:2] == ["backbone", "span"])
+    assert [line.split()[:2] for line in lines[table + 1 :]] == [["gtrxl", "6"], ["linear", "6"]]
+    assert (
+        "  gtrxl at 6: gtrxl, gate gru, n_layers 1, d_model 8, n_heads 2, memory_length 8" in lines
+    )
+    # --only-backbones and --spans pick points
+    picked = script["main"](["--across-backbones", "--quick", "--study", f"{study}:linear"])
+    assert [row["backbone"] for row in picked] == ["linear"]
+    with pytest.raises(SystemExit):
+        script["main"](["--across-backbones", "--quick", "--study", str(study), "--spans", "7"])
+
+
+def test_rollout_bytes_count_every_array_of_the_buffer(
+    script: dict[str, Any], tmp_path: Path
+) -> None:
+    """``rollout_nbytes``: SB3's arrays of the rollout, the memory streams (the trace and the
+    carried-in memory, as the learner logs them per transition) and the kept segment states."""
+    study = tmp_path / "compare.yaml"
+    study.write_text(TINY_STUDY)
+    point = script["study_points"]([(study, ("gtrxl",))])[0]
+    from scaling import one_rollout
+
+    from txrl.agents.recipe import make_learner
+    from txrl.run.envs import make_train_env
+
+    model = make_learner(point.config, make_train_env(point.config))
+    one_rollout(model)
+    model.train()
+    buffer = model.rollout_buffer
+    sb3 = ("observations", "actions", "rewards", "returns", "episode_starts", "values",
+           "log_probs", "advantages")  # fmt: skip
+    transitions = buffer.buffer_size * buffer.n_envs
+    streams = buffer.trace_nbytes_per_transition() * transitions
+    _, segments = script["buffer_bytes"](model)
+    assert segments is not None  # tiny: the segment states are kept
+    expected = sum(getattr(buffer, name).nbytes for name in sb3) + streams + segments * transitions
+    assert script["rollout_nbytes"](buffer) == pytest.approx(expected)
+    model.env.close()
