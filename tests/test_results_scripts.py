@@ -466,6 +466,97 @@ def test_transfer_plays_a_checkpoint_at_other_spans(tmp_path: Path) -> None:
     assert rows[1]["mean_length"] >= 6  # a corridor of 5 cells takes at least 6 steps
 
 
+def test_reach_curve_draws_the_backbones_study_and_its_cost_beside_it(tmp_path: Path) -> None:
+    """A backbone of ``backbones/span_*`` is a line of its own, trained from short corridors;
+    the screen is not drawn; with a cost table, a second row of panels draws each
+    backbone's training wall-clock and RAM per env against the span."""
+    curve = load("reach/curve.py")
+    studies = tmp_path / "reach"
+    _reach_run(studies, 1000, "gtrxl", 400, 5000, [(0, 0.5), (800, 1.0)], min_length=100)
+    for study, seed, success in (("span_1000", 730, 0.56), ("screen_1000", 720, 1.0)):
+        run_dir = studies / "backbones" / study / "runs" / "linear" / f"seed_{seed}"
+        run_dir.mkdir(parents=True)
+        kwargs = {"length": 1000, "min_length": 100}
+        (run_dir / "config.yaml").write_text(
+            yaml.safe_dump({"budget": 5000, "env": {"kwargs": kwargs}})
+        )
+        entry = {"timesteps": 5000, "success_rate": success, "wall_time_s": 60.0}
+        (run_dir / "eval.jsonl").write_text(json.dumps(entry) + "\n")
+    cost = tmp_path / "cost.txt"
+    cost.write_text(
+        "a header line\n"
+        "  backbone  span train_s/100k RAM_MiB/env\n"
+        "     gtrxl  1000     41.1        1.28\n"
+        "     gtrxl  3000     77.8        3.79\n"
+        "    linear  1000     16.0        0.28\n"
+        "\n"
+        "a closing line\n"
+    )
+    costs = curve.read_costs(cost)
+    assert [(c.backbone, c.span) for c in costs] == [("gtrxl", 1000), ("gtrxl", 3000),
+                                                     ("linear", 1000)]  # fmt: skip
+    assert costs[1].train_s_per_100k == 77.8 and costs[2].ram_mib_per_env == 0.28
+    runs = curve.read_runs(studies)
+    assert {(r.memory, r.seed) for r in runs} == {
+        ("gtrxl, trained from 100 cells", 400),
+        ("linear, trained from 100 cells", 730),  # the screen's seed 720 is not read
+    }
+    out = tmp_path / "out"
+    assert curve.main([str(studies), "--out", str(out), "--cost", str(cost)]) == 0
+    assert (out / "reach.png").stat().st_size > 0
+    fig = curve.plot(runs, tmp_path / "reach.png", costs)
+    success_ax, _, time_ax, ram_ax = fig.axes
+    assert [line.get_label() for line in time_ax.lines] == ["gtrxl", "linear"]
+    assert list(ram_ax.lines[0].get_ydata()) == [1.28, 3.79]
+    assert list(time_ax.lines[0].get_ydata()) == pytest.approx([41.1 / 60, 77.8 / 60])
+    # one colour per backbone in every panel
+    colour = {line.get_label(): line.get_color() for line in success_ax.lines}
+    assert time_ax.lines[1].get_color() == colour["linear, trained from 100 cells"]
+    # without a cost table, or with --no-cost, the first row alone
+    assert len(curve.plot(runs, tmp_path / "reach.png").axes) == 2
+    assert curve.main([str(studies), "--out", str(out), "--no-cost"]) == 0
+
+
+def test_the_committed_cost_table_holds_every_backbone_at_every_span() -> None:
+    """``bench/results/reach_cost_backbones_cpu.txt`` reads back as ``curve.py`` reads it."""
+    curve = load("reach/curve.py")
+    costs = curve.read_costs(curve.COST_TABLE)
+    backbones = {"gtrxl", "compressive", "adaptive_span", "linear", "performer", "sparse_fixed"}
+    assert {(c.backbone, c.span) for c in costs} == {
+        (b, s) for b in backbones for s in (1000, 3000, 10000)
+    }
+    assert all(c.train_s_per_100k > 0 and c.ram_mib_per_env > 0 for c in costs)
+
+
+def test_the_backbones_judged_grids_take_the_screens_settings_scaled_with_the_span() -> None:
+    """``reach/backbones/span_*`` train each backbone of the screen at the screen's settings,
+    its memory sizes multiplied as the corridor is, on seeds apart from the screen's."""
+    from txrl.config import load_compare_config
+
+    folder = RESULTS / "reach" / "backbones"
+    screen_config = load_compare_config(folder / "screen_1000" / "compare.yaml")
+    screen = {v.name: v.config for v in screen_config.variants()}
+    assert screen_config.seeds == (720,)
+    sizes = ("memory_length", "compressed_length")
+    for span in (1000, 3000, 10000):
+        judged = load_compare_config(folder / f"span_{span}" / "compare.yaml")
+        assert judged.seeds == (730, 731, 732)
+        variants = {v.name: v.config for v in judged.variants()}
+        assert set(screen) <= set(variants)
+        for name, config in screen.items():
+            mine = variants[name]
+            assert mine.env.kwargs == {**config.env.kwargs, "length": span}
+            assert mine.learner_settings == config.learner_settings
+            given, expected = mine.policy.backbone_settings(), config.policy.backbone_settings()
+            for key in sizes:
+                if key in expected:
+                    expected[key] = expected[key] * span // 1000
+            assert given == expected, name
+            assert (mine.policy.backbone, mine.policy.gate) == (
+                config.policy.backbone, config.policy.gate
+            )  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- stability/
 # (tests/test_stability_study.py runs it on run directories made for it)
 

@@ -1,17 +1,22 @@
-"""The reach curve: how far each memory carries the passive T-maze's cue.
+"""The reach curve: how far each memory carries the passive T-maze's cue, and what it costs.
 
     python results/reach/curve.py results/reach --out results/reach
 
-Reads every ``span_*`` and ``tmaze_*`` study folder under the given folder (each a
-``txrl compare`` output copied by ``results/collect_study.py``: ``compare.yaml`` and
-``runs/<memory>/seed_<s>/`` with ``config.yaml`` and ``eval.jsonl``) and writes, for each
+Reads every ``span_*``, ``tmaze_*`` and ``backbones/span_*`` study folder under the given
+folder (each a ``txrl compare`` output copied by ``results/collect_study.py``: ``compare.yaml``
+and ``runs/<memory>/seed_<s>/`` with ``config.yaml`` and ``eval.jsonl``; the backbones'
+screen, ``backbones/screen_*``, chooses settings and is not drawn) and writes, for each
 memory and span:
 
 * ``reach.md``: the last and the best greedy success of each run, the first evaluation at or
   above the threshold (steps to 0.9), the env steps trained and the wall-clock;
 * ``reach.csv``: the same, one row per run;
 * ``reach.png``: success (last evaluation, mean over seeds, each seed a dot) and steps to
-  0.9 against the span, a line per memory.
+  0.9 against the span, a line per memory; below them, with a cost table (``--cost``,
+  by default ``bench/results/reach_cost_backbones_cpu.txt``, written by
+  ``bench/reach_cost.py --across-backbones``), what each backbone costs at each span: its
+  training wall-clock per 100,000 env steps and the RAM it holds per env, a line per backbone
+  in the colour of its success line.
 
 The span of a run is its config's ``env.kwargs.length`` (the corridor's cells: the cue is
 carried ``length + 1`` steps to the decision). A run trained on corridors of
@@ -35,6 +40,12 @@ from typing import Any
 import yaml
 
 THRESHOLD = 0.9
+#: the table of what each backbone costs at each span, when it has been measured
+COST_TABLE = (
+    Path(__file__).resolve().parents[2] / "bench" / "results" / "reach_cost_backbones_cpu.txt"
+)
+#: the study folders read under the given folder, as globs of their run folders
+STUDIES = ("span_*/runs/*/seed_*", "tmaze_*/runs/*/seed_*", "backbones/span_*/runs/*/seed_*")
 
 
 @dataclass(frozen=True)
@@ -89,15 +100,51 @@ def read_run(run_dir: Path) -> Run | None:
 
 
 def read_runs(folder: Path) -> list[Run]:
-    """Every run of every ``span_*`` and ``tmaze_*`` study under ``folder``, by span, memory
-    and seed."""
+    """Every run of every study of `STUDIES` under ``folder``, by span, memory and seed."""
     runs = []
-    run_dirs = [*folder.glob("span_*/runs/*/seed_*"), *folder.glob("tmaze_*/runs/*/seed_*")]
+    run_dirs = [run_dir for pattern in STUDIES for run_dir in folder.glob(pattern)]
     for run_dir in sorted(run_dirs):
         run = read_run(run_dir)
         if run is not None:
             runs.append(run)
     return sorted(runs, key=lambda r: (r.span, r.memory, r.seed))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one backbone costs at one span (a row of the cost table)."""
+
+    backbone: str
+    span: int
+    train_s_per_100k: float  # training wall-clock per 100,000 env steps, seconds
+    ram_mib_per_env: float  # acting state and one rollout's buffer, per env
+
+
+def read_costs(path: Path) -> list[Cost]:
+    """The rows of a cost table written by ``bench/reach_cost.py --across-backbones``: the
+    line that starts ``backbone span`` names the columns, one word each, and a row follows
+    per backbone and span."""
+    lines = path.read_text().splitlines()
+    start = next(
+        (i for i, line in enumerate(lines) if line.split()[:2] == ["backbone", "span"]), None
+    )
+    if start is None:
+        raise ValueError(f"{path}: no table (a line starting 'backbone span')")
+    headings = lines[start].split()
+    costs = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        row = dict(zip(headings, line.split(), strict=True))
+        costs.append(
+            Cost(
+                backbone=row["backbone"],
+                span=int(row["span"]),
+                train_s_per_100k=float(row["train_s/100k"]),
+                ram_mib_per_env=float(row["RAM_MiB/env"]),
+            )
+        )
+    return costs
 
 
 def _steps(value: int | None) -> str:
@@ -134,19 +181,35 @@ def _write_atomically(path: Path, write: Any) -> None:
             os.unlink(tmp)
 
 
-def plot(runs: list[Run], path: Path) -> None:
-    """``reach.png``: success and steps to 0.9 against the span, a line per memory."""
+def _backbone(memory: str) -> str:
+    """The backbone of a memory's line ("gtrxl, trained from 100 cells": gtrxl)."""
+    return memory.split(",")[0]
+
+
+def plot(runs: list[Run], path: Path, costs: list[Cost] | None = None) -> Any:
+    """``reach.png``: success and steps to 0.9 against the span, a line per memory; with
+    ``costs``, below them the training wall-clock per 100k env steps and the RAM per env
+    against the span, a line per backbone. A backbone has one colour in every panel; its
+    runs trained on their span alone are dashed, those trained from short corridors (the
+    recipe's) solid. Returns the figure."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(10.0, 4.2), layout="constrained")
-    success_ax, steps_ax = fig.subplots(1, 2)
-    for memory in sorted({r.memory for r in runs}):
+    rows = 2 if costs else 1
+    fig = Figure(figsize=(10.0, 4.2 * rows), layout="constrained")
+    axes = fig.subplots(rows, 2, squeeze=False)
+    success_ax, steps_ax = axes[0]
+    memories = sorted({r.memory for r in runs})
+    backbones = [_backbone(m) for m in memories] + [c.backbone for c in costs or []]
+    colours = {b: f"C{i % 10}" for i, b in enumerate(dict.fromkeys(backbones))}
+    for memory in memories:
         mine = [r for r in runs if r.memory == memory]
         spans = sorted({r.span for r in mine})
         means = [
             sum(r.last for r in mine if r.span == s) / sum(r.span == s for r in mine) for s in spans
         ]
-        (line,) = success_ax.plot(spans, means, marker="o", label=memory)
+        style = "-" if "trained from" in memory else "--"
+        (line,) = success_ax.plot(spans, means, marker="o", ls=style, label=memory,
+                                  color=colours[_backbone(memory)])  # fmt: skip
         success_ax.scatter(
             [r.span for r in mine], [r.last for r in mine], color=line.get_color(), s=12, alpha=0.5
         )
@@ -157,7 +220,7 @@ def plot(runs: list[Run], path: Path) -> None:
             ys = [
                 sum(v for s, v in reached if s == x) / sum(s == x for s, _ in reached) for x in xs
             ]
-            steps_ax.plot(xs, ys, marker="o", color=line.get_color(), label=memory)
+            steps_ax.plot(xs, ys, marker="o", ls=style, color=line.get_color(), label=memory)
             steps_ax.scatter(
                 [s for s, _ in reached],
                 [v for _, v in reached],
@@ -177,8 +240,31 @@ def plot(runs: list[Run], path: Path) -> None:
         xscale="log", xlabel="span (corridor cells)", ylabel=f"env steps to success {THRESHOLD}"
     )
     steps_ax.set_title("runs that never reached it are not drawn", fontsize=8)
-    fig.suptitle("Passive T-maze: reach of each memory")
+    if costs:
+        _plot_costs(costs, axes[1], colours)
+    fig.suptitle("Passive T-maze: reach of each memory" + (" and its cost" if costs else ""))
     _write_atomically(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    return fig
+
+
+def _plot_costs(costs: list[Cost], axes: Any, colours: dict[str, str]) -> None:
+    """The training wall-clock per 100k env steps (minutes) and the RAM per env (MiB)
+    against the span on ``axes``, a line per backbone in its colour of ``colours``."""
+    time_ax, ram_ax = axes
+    for backbone in dict.fromkeys(c.backbone for c in costs):
+        mine = sorted((c for c in costs if c.backbone == backbone), key=lambda c: c.span)
+        colour = colours[backbone]
+        spans = [c.span for c in mine]
+        time_ax.plot(spans, [c.train_s_per_100k / 60 for c in mine], marker="o", color=colour,
+                     label=backbone)  # fmt: skip
+        ram_ax.plot(spans, [c.ram_mib_per_env for c in mine], marker="o", color=colour,
+                    label=backbone)  # fmt: skip
+    time_ax.set(xscale="log", yscale="log", xlabel="span (corridor cells)",
+                ylabel="training wall-clock per 100k env steps (min)")  # fmt: skip
+    time_ax.set_title("one CPU thread, the machine of the cost table", fontsize=8)
+    ram_ax.set(xscale="log", yscale="log", xlabel="span (corridor cells)",
+               ylabel="RAM per env (MiB): acting state + rollout buffer")  # fmt: skip
+    time_ax.legend(fontsize=8)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,10 +273,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, required=True, help="folder to write reach.md/.csv/.png"
     )
+    parser.add_argument(
+        "--cost",
+        type=Path,
+        default=COST_TABLE if COST_TABLE.is_file() else None,
+        help="cost table of bench/reach_cost.py --across-backbones (default: the committed "
+        "one, when there); --no-cost draws none",
+    )
+    parser.add_argument("--no-cost", action="store_true", help="draw no cost panels")
     args = parser.parse_args(argv)
     runs = read_runs(args.folder)
     if not runs:
-        parser.error(f"no evaluated run under {args.folder}/{{span,tmaze}}_*/runs/*/seed_*")
+        parser.error(f"no evaluated run under {args.folder}/ ({', '.join(STUDIES)})")
+    costs = None if args.no_cost or args.cost is None else read_costs(args.cost)
     args.out.mkdir(parents=True, exist_ok=True)
     _write_atomically(args.out / "reach.md", lambda tmp: tmp.write_text(table(runs)))
 
@@ -226,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
     _write_atomically(args.out / "reach.csv", write_csv)
-    plot(runs, args.out / "reach.png")
+    plot(runs, args.out / "reach.png", costs)
     print(table(runs), end="")
     return 0
 
