@@ -468,3 +468,24 @@ def test_yaml_aliases_that_expand_past_a_limit_are_refused_at_once(tmp_path: Pat
     path.write_text("a: &a [*a]\n")
     with pytest.raises(ConfigError, match=r"refers to itself \(the anchor on line 1\)"):
         read_yaml(path)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "vmpo"])
+@pytest.mark.parametrize(
+    "section", [{"n_steps": 48}, {"batch_size": 80}, {"n_steps": 40, "batch_size": 60}]
+)
+def test_segment_checks_are_the_learners_own(algo: str, section: dict) -> None:
+    """The config's whole-segment problems are the learner settings' own, named by section
+    (the learner's constructor raises the same lines unprefixed: tests/sb3/test_common.py)."""
+    from txrl.learners import get_learner
+
+    data: dict[str, Any] = {"algo": algo, algo: section}
+    if algo != "ppo":
+        data["ppo"] = None
+    with pytest.raises(ConfigError) as raised:
+        TrainConfig.from_dict(data)
+    settings = get_learner(algo).settings(**section)
+    assert raised.value.problems == settings.problems(f"{algo}.")
+    unprefixed = settings.problems()
+    assert len(unprefixed) == len(section)
+    assert [line.replace(f"{algo}.", "") for line in raised.value.problems] == unprefixed

@@ -332,15 +332,11 @@ class TrainConfig:
                     f"{self.algo}.batch_size ({batch_size}) must be <= the rollout "
                     f"size {self.algo}.n_steps * env.n_envs = {rollout}"
                 )
-        segment = getattr(learner, "segment_length", None)
-        if segment is not None:
-            for key in ("n_steps", "batch_size"):
-                value = getattr(learner, key)
-                if value % segment:
-                    problems.append(
-                        f"{self.algo}.{key} ({value}) must be a multiple of "
-                        f"{self.algo}.segment_length ({segment}): training uses whole segments"
-                    )
+        # each learner's settings check themselves across their fields (the learner's
+        # constructor runs the same check)
+        learner_problems = getattr(learner, "problems", None)
+        if learner_problems is not None:
+            problems += learner_problems(f"{self.algo}.")
         if self.eval.stop_at is not None and self.eval.every == 0:
             problems.append(
                 "eval.stop_at needs periodic evaluations to stop at: eval.every is 0 (only the "

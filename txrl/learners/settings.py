@@ -19,6 +19,12 @@ class SB3LearnerSettings:
     stats_window_size: PositiveInt = 100
     """Episodes averaged in the ``rollout/`` statistics."""
 
+    def problems(self, prefix: str = "") -> list[str]:
+        """What is wrong across this learner's fields (each field itself being valid), one line
+        per problem. The config reports them with the section's name as ``prefix``
+        (``"ppo."``); the learner's constructor raises them with none."""
+        return []
+
 
 @dataclass(frozen=True)
 class MemoryLearnerSettings(SB3LearnerSettings):
@@ -39,6 +45,27 @@ class MemoryLearnerSettings(SB3LearnerSettings):
     one by one: the same computation, without the launch cost of a few hundred small kernels
     per step (``bench/results/gpu_throughput.txt`` times both). No effect on a CPU;
     ``false``: eager steps."""
+
+    def problems(self, prefix: str = "") -> list[str]:
+        """A memory learner trains on whole segments of ``segment_length`` steps: ``n_steps``
+        and ``batch_size`` must be multiples of it."""
+        problems = super().problems(prefix)
+        n_steps, batch_size, segment = (
+            getattr(self, name) for name in ("n_steps", "batch_size", "segment_length")
+        )
+        if n_steps % segment:
+            valid = [length for length in range(1, n_steps + 1) if n_steps % length == 0]
+            problems.append(
+                f"{prefix}n_steps ({n_steps}) must be a multiple of {prefix}segment_length "
+                f"({segment}): training uses whole segments; valid segment lengths for "
+                f"n_steps={n_steps}: {valid}"
+            )
+        if batch_size % segment:
+            problems.append(
+                f"{prefix}batch_size ({batch_size}) must be a multiple of {prefix}segment_length "
+                f"({segment}): a minibatch is a set of whole segments"
+            )
+        return problems
 
 
 __all__ = ["CheckFinite", "MemoryLearnerSettings", "SB3LearnerSettings"]

@@ -119,21 +119,13 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         learner = learner_settings(type(self), self.settings_class, settings)
         check_policy_kwargs(policy, self.policy_aliases, policy_kwargs)
         env = env_with_checked_observations(env, verbose, policy, self.policy_aliases)
-        n_steps, segment_length = learner.n_steps, learner.segment_length
         for name in ("n_steps", "batch_size", "n_epochs", "segment_length"):
             value = getattr(learner, name)
             if not isinstance(value, int | np.integer) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if n_steps < segment_length or n_steps % segment_length:
-            raise ValueError(
-                f"n_steps ({n_steps}) must be a multiple of segment_length ({segment_length}) and at least one segment; "
-                f"valid segment lengths for n_steps={n_steps}: {[s for s in range(1, n_steps + 1) if n_steps % s == 0]}"
-            )
-        if learner.batch_size % segment_length:
-            raise ValueError(
-                f"batch_size ({learner.batch_size}) must be a multiple of segment_length ({segment_length}): "
-                "a minibatch is a set of whole segments"
-            )
+        problems = learner.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
         if learner.check_finite not in CHECK_FINITE_MODES:
             raise ValueError(
                 f"check_finite must be one of {', '.join(map(repr, CHECK_FINITE_MODES))}, got {learner.check_finite!r}"
@@ -146,7 +138,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
             policy,
             env,
             learning_rate=learner.learning_rate,
-            n_steps=n_steps,
+            n_steps=learner.n_steps,
             gamma=learner.gamma,
             gae_lambda=learner.gae_lambda,
             # SB3's entropy and value weights: a learner whose settings have them (MemoryPPO)
@@ -167,7 +159,7 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         )
         self._take_settings(learner)
         self.batch_size, self.n_epochs = int(learner.batch_size), int(learner.n_epochs)
-        self.segment_length = int(segment_length)
+        self.segment_length = int(learner.segment_length)
         self.aux_loss_coef = dict(learner.aux_loss_coef or {})
         if _init_setup_model:
             self._setup_model()
