@@ -13,8 +13,8 @@ What is recorded, per step of each episode (legend: N steps of the episode, L at
 layers, H heads, A actions, D the model width):
 
 * attention (L, H, N, N): row ``s`` is the softmax of step ``s`` over the steps it could
-  attend to (Transformer-XL's memory slots and itself, Dai et al. 2019, eq. 6 of reference
-  000), mapped from memory slots to *absolute* episode steps, so column 0 is the episode's
+  attend to (Transformer-XL's memory slots and itself, Dai et al. 2019, section
+  3.2), mapped from memory slots to *absolute* episode steps, so column 0 is the episode's
   first observation. Entries the step could not attend to are 0 and ``attendable`` (N, N)
   is False there. The weights come from the backbone's own attention through
   [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder], not from a second implementation. Every

@@ -197,8 +197,8 @@ class KernelWeights:
     """The equivalent attention weights of linear attention (``linear``, ``performer``),
     handed to the active [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder] one step at a time.
 
-    Linear attention never forms its weights: it computes, per head (section 6 of
-    ``references/002_afda1b2d62c4b1c2.txt``, `txrl.backbones.linear.model`)::
+    Linear attention never forms its weights: it computes, per head (Katharopoulos et al.
+    2020, section 3.2; `txrl.backbones.linear.model`)::
 
         h_i = phi(q_i)^T S_i / (phi(q_i)^T z_i + eps),  S_i = sum_j phi(k_j) v_j^T,  z_i = sum_j phi(k_j)
 

@@ -3,15 +3,20 @@
 Legend: B envs, T steps, D model width. A block takes its input ``h`` (B, T, D) and the
 output of its attention sub-layer, computed by the caller from `attention_input`
 (``h`` or ``LayerNorm(h)``), so a block does not depend on how its attention is computed
-(over a ring of cached keys, a window, a compressed memory...). Equations are those of
-``references/000_4baccbf6ade0250f.txt``:
+(over a ring of cached keys, a window, a compressed memory...). The blocks are those of
+Dai et al. 2019, "Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context"
+(arXiv 1901.02860), and Parisotto et al. 2019, "Stabilizing Transformers for Reinforcement
+Learning" (arXiv 1910.06764):
 
-* [`PostNormBlock`][txrl.nn.blocks.PostNormBlock]: the TrXL block of eq. (9), ``o = LN(h + MHA(h))``, ``h' = LN(o + FF(o))``.
-* [`GatedBlock`][txrl.nn.blocks.GatedBlock]: the GTrXL block of eq. (10) (Parisotto et al. 2019): LayerNorm on the
-  input stream only, ReLU on each sub-layer output and a gate ([`txrl.nn.gates`][txrl.nn.gates]) in place
-  of each residual; with the ``residual`` gate it is the TrXL-I block.
-* [`PreNormBlock`][txrl.nn.blocks.PreNormBlock]: TrXL-I's block around any attention module (eq. 10 with the residual
-  gate) or, without its ReLUs, the plain pre-LayerNorm block.
+* [`PostNormBlock`][txrl.nn.blocks.PostNormBlock]: the Transformer-XL layer (Dai et al.,
+  the N-layer procedure closing section 3.3), ``o = LN(h + MHA(h))``, ``h' = LN(o + FF(o))``.
+* [`GatedBlock`][txrl.nn.blocks.GatedBlock]: the GTrXL block (Parisotto et al., section 3.2):
+  LayerNorm on the input stream only, ReLU on each sub-layer output and a gate
+  ([`txrl.nn.gates`][txrl.nn.gates]) in place of each residual; with the ``residual`` gate it
+  is the TrXL-I block (identity map reordering, section 3.1).
+* [`PreNormBlock`][txrl.nn.blocks.PreNormBlock]: TrXL-I's block around any attention module
+  (the GTrXL block with the residual gate) or, without its ReLUs, the plain pre-LayerNorm
+  block.
 """
 
 from __future__ import annotations
@@ -81,7 +86,8 @@ def attention_blocks(blocks: nn.ModuleList) -> Sequence[AttentionBlock]:
 
 
 class PostNormBlock(nn.Module):
-    """TrXL block of eq. (9): residuals, then LayerNorm. Attends to its input itself."""
+    """Transformer-XL block (Dai et al. 2019, sec. 3.3): residuals, then LayerNorm. Attends to
+    its input itself."""
 
     def __init__(self, config: BlockSettings, attention: nn.Module) -> None:
         super().__init__()
@@ -103,7 +109,8 @@ class PostNormBlock(nn.Module):
 
 
 class GatedBlock(nn.Module):
-    """GTrXL block of eq. (10); with the ``residual`` gate it is the TrXL-I block.
+    """GTrXL block (Parisotto et al. 2019, sec. 3.2); with the ``residual`` gate it is the
+    TrXL-I block (sec. 3.1).
 
     ``gate`` names the gate of each sub-layer (`txrl.nn.gates.GATE_CLASSES`) and
     ``gate_bias`` is its b_g ([`txrl.nn.gates.make_gate`][txrl.nn.gates.make_gate]: None only for a gate without
@@ -124,7 +131,7 @@ class GatedBlock(nn.Module):
         self.dropout = dropout_layer(config.dropout)
 
     def attention_input(self, h: torch.Tensor) -> torch.Tensor:
-        # LayerNorm([StopGrad(M), E]) of eq. (10): memory and new steps are normalised alike
+        # LayerNorm([StopGrad(M), E]) of the GTrXL block: memory and new steps are normalised alike
         return self.norm_attention(h)
 
     def forward(
@@ -150,8 +157,8 @@ class GatedBlock(nn.Module):
 class PreNormBlock(nn.Module):
     """Pre-LayerNorm block around any attention module.
 
-    With ``output_relu`` (default), the identity-map-reordered block of TrXL-I (eq. 10 with
-    the residual gate)::
+    With ``output_relu`` (default), the identity-map-reordered block of TrXL-I (Parisotto et
+    al. 2019, sec. 3.1; the GTrXL block with the residual gate)::
 
         Y = E + ReLU(MHA(LayerNorm(E)))
         E' = Y + ReLU(MLP(LayerNorm(Y)))

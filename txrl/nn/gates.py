@@ -1,8 +1,8 @@
 """Gating layers g(x, y) that replace the residual connections of a transformer block.
 
-Parisotto et al. 2019, "Stabilizing Transformers for Reinforcement Learning", eqs. (11)-(14)
-of ``references/000_4baccbf6ade0250f.txt`` and the sigmoid-tanh gate of the paper's
-section 3.2. ``x`` is the skip stream (the block's input), ``y`` the sub-layer output.
+Parisotto et al. 2019, "Stabilizing Transformers for Reinforcement Learning" (arXiv
+1910.06764), section 3.2 "Gating Layers": the input, output, highway, sigmoid-tanh and
+GRU-type gates. ``x`` is the skip stream (the block's input), ``y`` the sub-layer output.
 
 Each class computes one gate and holds its declaration (`txrl.gate_declarations`,
 torch-free: its name, its equation, the paper's default b_g, what its 1 and 0 mean), by whose
@@ -11,8 +11,9 @@ here: the Transformer-XL family's model builds each gate with the bias of the co
 declaration. The output, highway, sigmoid-tanh and GRU gates are built so that a large b_g
 makes the gate start as the identity map on x, which the paper found to be what makes GTrXL
 train stably. The bias is a learnable parameter initialised from b_g (stored as the bias of
-the gate's linear map); [`Gate.b_g`][txrl.nn.gates.Gate.b_g] reads it back. The input gate's eq. (11) has no bias: with ``bias=None`` it
-has none, and with a ``bias`` given it learns one initialised there.
+the gate's linear map); [`Gate.b_g`][txrl.nn.gates.Gate.b_g] reads it back. The paper's input
+gate has no bias: with ``bias=None`` it has none, and with a ``bias`` given it learns one
+initialised there.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class ResidualGate(Gate):
 
 
 class InputGate(Gate):
-    """Eq. (11): ``g(x, y) = sigma(W_g x) * x + y``; a sigmoid modulates the skip stream.
+    """Input gate (sec. 3.2): ``g(x, y) = sigma(W_g x) * x + y``; a sigmoid modulates the
+    skip stream.
 
     The equation has no bias, nor has the gate by default; ``bias`` given: a learnable bias
     initialised to it, ``sigma(W_g x + b_g)`` (an option outside the paper)."""
@@ -107,7 +109,8 @@ class InputGate(Gate):
 
 
 class OutputGate(Gate):
-    """Eq. (12): ``g(x, y) = x + sigma(W_g x - b_g) * y``; a sigmoid modulates the sub-layer output."""
+    """Output gate (sec. 3.2): ``g(x, y) = x + sigma(W_g x - b_g) * y``; a sigmoid modulates
+    the sub-layer output."""
 
     declaration = OUTPUT
 
@@ -115,7 +118,7 @@ class OutputGate(Gate):
         super().__init__()
         b_g = self.required_bias(bias)
         self.w_g = nn.Linear(d_model, d_model)
-        nn.init.constant_(self.w_g.bias, -b_g)  # the "- b_g" of eq. (12)
+        nn.init.constant_(self.w_g.bias, -b_g)  # the "- b_g" of the output gate
 
     def b_g(self) -> float | None:
         return -float(self.w_g.bias.detach().mean())
@@ -130,7 +133,7 @@ class OutputGate(Gate):
 
 
 class HighwayGate(Gate):
-    """Eq. (13): ``g(x, y) = sigma(W_g x + b_g) * x + (1 - sigma(W_g x + b_g)) * y``."""
+    """Highway gate (sec. 3.2): ``g(x, y) = sigma(W_g x + b_g) * x + (1 - sigma(W_g x + b_g)) * y``."""
 
     declaration = HIGHWAY
 
@@ -177,7 +180,8 @@ class SigmoidTanhGate(Gate):
 
 
 class GRUGate(Gate):
-    """Eq. (14), a GRU cell with x as its hidden state and y as its input::
+    """GRU-type gate (Parisotto et al. 2019, sec. 3.2), a GRU cell with x as its hidden state
+    and y as its input::
 
     r = sigma(W_r y + U_r x),  z = sigma(W_z y + U_z x - b_g),
     h_hat = tanh(W_g y + U_g (r * x)),  g(x, y) = (1 - z) * x + z * h_hat
@@ -195,7 +199,7 @@ class GRUGate(Gate):
         self.u_g = nn.Linear(d_model, d_model, bias=False)
         with torch.no_grad():
             self.u_rz.bias.zero_()
-            self.u_rz.bias[d_model:] = -b_g  # the "- b_g" of z in eq. (14)
+            self.u_rz.bias[d_model:] = -b_g  # the "- b_g" of z
 
     def b_g(self) -> float | None:
         d = self.u_g.in_features
@@ -231,7 +235,7 @@ GATE_CLASSES: dict[str, type[Gate]] = {
 def make_gate(name: str, d_model: int, bias: float | None = None) -> Gate:
     """Build gate ``name`` (a key of `GATE_CLASSES`) of width ``d_model`` with bias b_g
     ``bias``: a number for the output, highway, sigmoid-tanh and GRU gates; for the input
-    gate None (eq. 11, no bias) or the initial value of a learnable one; None for the
+    gate None (the paper's, without a bias) or the initial value of a learnable one; None for the
     residual connection."""
     if name not in GATE_CLASSES:
         raise ValueError(f"unknown gate {name!r}; valid gates: {', '.join(GATE_CLASSES)}")

@@ -12,7 +12,7 @@ Besides what SB3's ``RolloutBuffer`` keeps (and its GAE, reused as is), the buff
 
 Training sequences are *segments*: S consecutive steps of one env. A segment starting at
 step t is recomputed, with gradient, from ``backbone.state_at(initial_memory, trace, ..., t)``,
-the memory it had while acting (Transformer-XL's segment recurrence, eq. 6 of reference 000),
+the memory it had while acting (Transformer-XL's segment recurrence, Dai et al. 2019, section 3.2),
 so the training pass sees exactly what acting saw. Bytes per transition grow with the
 trace (L * D for TrXL), not with the memory length.
 

@@ -1,7 +1,8 @@
 """Adaptive attention span over a Transformer-XL segment memory.
 
-Sukhbaatar, Grave, Bojanowski and Joulin 2019, "Adaptive Attention Span in Transformers";
-section "Adaptive Attention Span" of ``references/004_7d3d637a3336a351.txt``.
+Sukhbaatar, Grave, Bojanowski and Joulin 2019, "Adaptive Attention Span in Transformers"
+(arXiv 1905.07799): the soft masking function m_z and its L1 penalty on the spans (section 2,
+"Adaptive Attention Span").
 
 Legend: B envs, T steps, M memory slots, K = M + T keys, H heads, D width.
 
@@ -22,9 +23,9 @@ and layers, in steps (the learner multiplies it by its coefficient).
 
 Memory slots beyond every head's z + R are dropped before the attention (their weight is
 zero anyway), so short spans save computation as in the paper. The scores are Transformer-XL's
-relative attention (eq. 9 of ``references/000_4baccbf6ade0250f.txt``; the paper builds on
+relative attention (Dai et al. 2019, arXiv 1901.02860, section 3.3; the paper builds on
 Transformer-XL with relative positions), in the identity-map-reordered (TrXL-I) block over the
-segment memory of eq. (6).
+segment memory of Transformer-XL's recurrence (section 3.2).
 """
 
 from __future__ import annotations

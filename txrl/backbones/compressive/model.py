@@ -1,9 +1,9 @@
 """Compressive Transformer: backbone ``compressive``.
 
 Rae, Potapenko, Jayakumar, Hillier and Lillicrap 2019, "Compressive Transformers for
-Long-Range Sequence Modelling". Equations from section 4 of
-``references/002_afda1b2d62c4b1c2.txt`` and the Transformer-XL parts of
-``references/004_7d3d637a3336a351.txt``.
+Long-Range Sequence Modelling" (arXiv 1911.05507), section 3 ("Model"): the compressed
+memory, the compression functions and the attention-reconstruction loss; over Transformer-XL's
+segment memory (Dai et al. 2019, arXiv 1901.02860, section 3.2).
 
 Legend: T steps, B envs, L layers, D model width, H heads, E head width, M FIFO slots
 (``memory_length``), Mc compressed slots (``compressed_length``), c compression rate
@@ -26,9 +26,9 @@ Compression functions (``compression``): ``pool``, mean pooling over the c entri
 (kernel = stride = c); ``conv``, a 1-D convolution with kernel = stride = c, one per layer,
 initialised to mean pooling.
 
-Attention of layer l over ``[cm ; m ; h]`` (the reference's "concatenate cm and m"), with a
+Attention of layer l over ``[cm ; m ; h]`` (the paper's concatenation of the compressed and the FIFO memory), with a
 pre-LayerNorm (TrXL-I style) block ``h + MHA(LN(.))``, ``+ MLP(LN(.))``. Positions:
-Transformer-XL relative attention (eq. 9 of ``references/000_4baccbf6ade0250f.txt``) with
+Transformer-XL relative attention (Dai et al. 2019, section 3.3) with
 the parameters of [`txrl.nn.attention.RelativeMultiHeadAttention`][txrl.nn.attention.RelativeMultiHeadAttention]; the distance of a
 FIFO entry is its distance in steps (0..M), the compressed slot of recency rank r (0 the
 newest) sits at distance ``M + 1 + r``, i.e. the index distance in ``[cm ; m ; h]`` of the

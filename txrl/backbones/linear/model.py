@@ -7,7 +7,8 @@
 Legend: T steps, B envs, L layers, H heads, E head width, F features per head, D model
 width = H * E, C steps of one chunk.
 
-Section 6 of ``references/002_afda1b2d62c4b1c2.txt``: attention with a similarity
+Katharopoulos et al. 2020, "Transformers are RNNs" (arXiv 2006.16236), section 3.2
+("Linearized attention"): attention with a similarity
 ``sim(q, k) = phi(q)^T phi(k)`` instead of ``exp(q^T k)`` is::
 
     h_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / (phi(q_i)^T sum_j phi(k_j))

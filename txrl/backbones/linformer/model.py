@@ -1,7 +1,8 @@
 """Linformer low-rank attention over each step's window of a Transformer-XL segment memory.
 
-Wang, Li, Khabsa, Fang and Ma 2020, "Linformer: Self-Attention with Linear Complexity";
-part 7 and "Low rank methods" of ``references/002_afda1b2d62c4b1c2.txt``.
+Wang, Li, Khabsa, Fang and Ma 2020, "Linformer: Self-Attention with Linear Complexity"
+(arXiv 2006.04768), section 4 ("Model"): keys and values projected along the sequence by E and F,
+and the sharing of those projections.
 
 Legend: B envs, T steps, M memory slots, W = M + 1 window positions, K = M + T keys,
 H heads, E head width, D width, k = ``proj_dim`` projected positions.
@@ -24,7 +25,7 @@ low-rank model, not a speed-up, at RL window sizes.
 
 E and F are shared by the heads of a layer ("headwise sharing"); as they weigh each window
 slot separately, they also carry the (relative) position, so no other positional encoding
-is used. The memory is Transformer-XL's (eq. 6 of ``references/000_4baccbf6ade0250f.txt``):
+is used. The memory is Transformer-XL's (Dai et al. 2019, arXiv 1901.02860, section 3.2):
 cached stop-gradient layer inputs of the last M steps, in the identity-map-reordered
 (TrXL-I) block.
 

@@ -1,8 +1,8 @@
 """Reformer: LSH attention in reversible residual layers, backbone ``reformer``.
 
-Kitaev, Kaiser and Levskaya 2020, "Reformer: The Efficient Transformer". Equations from
-``references/004_7d3d637a3336a351.txt`` ("Locality-Sensitive Hashing (Reformer)",
-"Reversible Residual Network") and section 2 of ``references/002_afda1b2d62c4b1c2.txt``.
+Kitaev, Kaiser and Levskaya 2020, "Reformer: The Efficient Transformer" (arXiv 2001.04451):
+LSH attention (section 2, "Locality-sensitive hashing attention") and reversible layers
+(section 3, "Reversible Transformer").
 
 Legend: T steps, B envs, L layers, M memory slots, K = M + T keys, H heads, E head width,
 D model width, n buckets (``n_buckets``).

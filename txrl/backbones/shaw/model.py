@@ -1,7 +1,8 @@
 """Relation-aware self-attention over a Transformer-XL segment memory.
 
-Shaw, Uszkoreit and Vaswani 2018, "Self-Attention with Relative Position Representations";
-eqs. (2)-(5) of ``references/000_4baccbf6ade0250f.txt``.
+Shaw, Uszkoreit and Vaswani 2018, "Self-Attention with Relative Position Representations"
+(arXiv 1803.02155), section 3 ("Proposed Architecture"): relation-aware self-attention, with
+the relative position representations clipped at a maximum distance.
 
 Legend: B envs, T steps, M memory slots, K = M + T keys, H heads, E head width, D width,
 C = clip + 1 relative embeddings.

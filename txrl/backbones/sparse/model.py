@@ -1,8 +1,9 @@
 """Sparse Transformer factorised attention patterns over a Transformer-XL segment memory.
 
 Child, Gray, Radford and Sutskever 2019, "Generating Long Sequences with Sparse
-Transformers"; section "Sparse Attention Matrix Factorization" of
-``references/004_7d3d637a3336a351.txt`` and part 3 of ``references/002_afda1b2d62c4b1c2.txt``.
+Transformers" (arXiv 1904.10509): factorized self-attention (section 4.2), the strided and
+fixed patterns (section 4.3) and the ways of combining them (section 5.1, "Factorized
+attention heads").
 
 Legend: B envs, T steps, M memory slots, K = M + T keys, H heads, D width; l the stride,
 c the number of summary positions.
@@ -25,12 +26,12 @@ Both depend only on distances and episode times, which step-by-step and sequence
 compute alike, so the two modes agree. A query always attends to itself (in A^(1) of both
 patterns; added to A^(2) of ``fixed``), so every head has at least one key.
 
-``combine`` chooses how the patterns are used (the three options of the paper):
-``"heads"`` (default, "often performs the best"): head h uses A^(1 + h mod 2) (with one head,
+``combine`` chooses how the patterns are used (the three options of section 5.1):
+``"heads"`` (default, the multi-head option): head h uses A^(1 + h mod 2) (with one head,
 the union); ``"union"``: every head attends to A^(1) u A^(2); ``"layers"``: layer n uses
 A^(1 + n mod 2) for all heads (interleaved blocks). The scores are Transformer-XL's relative
-attention (eq. 9 of ``references/000_4baccbf6ade0250f.txt``) in the identity-map-reordered
-(TrXL-I) block; the mask is applied as -inf, so the cost is still that of dense attention
+attention (Dai et al. 2019, arXiv 1901.02860, section 3.3) in the identity-map-reordered
+(TrXL-I, Parisotto et al. 2019, arXiv 1910.06764, section 3.1) block; the mask is applied as -inf, so the cost is still that of dense attention
 over the window (the point here is the connectivity, not block-sparse kernels).
 """
 

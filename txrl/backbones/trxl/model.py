@@ -2,7 +2,7 @@
 
 Legend: T steps, B envs, L layers, M memory slots, K = M + T keys, D model width.
 
-* Segment-level recurrence (Dai et al. 2019, eq. 6 of ``references/000_4baccbf6ade0250f.txt``):
+* Segment-level recurrence (Dai et al. 2019, arXiv 1901.02860, section 3.2):
   layer l attends over ``[SG(m^{l-1}) ; h^{l-1}]``, its cached, stop-gradient inputs of the
   last M steps followed by the current ones. Acting one step at a time, the memory slides by
   one step; every step attends to exactly the M steps before it and to itself, in sequence

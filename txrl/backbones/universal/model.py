@@ -1,9 +1,10 @@
 """Universal Transformer with per-position Adaptive Computation Time: backbone ``universal``.
 
 Dehghani, Gouws, Vinyals, Uszkoreit and Kaiser 2019, "Universal Transformers"; ACT from
-Graves 2016, "Adaptive Computation Time for Recurrent Neural Networks". Equations from
-``references/004_7d3d637a3336a351.txt`` (sections "Adaptive Computation Time" and "Make it
-Recurrent") and section 5 of ``references/002_afda1b2d62c4b1c2.txt``.
+Graves 2016, "Adaptive Computation Time for Recurrent Neural Networks". Dehghani et al.
+(arXiv 1807.03819), section 2 ("Model Description"): one block applied recurrently in depth,
+with the coordinate (position and depth-step) embeddings, and per-position dynamic halting
+(section 2.2); the halting weights and ponder cost of Graves (arXiv 1603.08983), section 2.
 
 Legend: T steps, B envs, N depth steps (``max_steps``), M memory slots, K = M + T keys,
 D model width.

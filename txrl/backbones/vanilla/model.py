@@ -4,15 +4,15 @@
 Legend: B envs, T steps, M memory slots, W = M + 1 window positions, K = M + T keys,
 L layers, D model width, H heads, E head width, N = B * T windows.
 
-Vanilla Transformer (Vaswani et al. 2017, "Attention Is All You Need"), as the baseline that
-Transformer-XL's recurrence improves on (section 2.1 of ``references/000_4baccbf6ade0250f.txt``):
-"at the next step, the segment is shifted to the right by only one position, and the new
-segment has to be processed all from scratch". Each step re-processes, through every layer,
+Vanilla Transformer (Vaswani et al. 2017, "Attention Is All You Need", arXiv 1706.03762), as
+the baseline that Transformer-XL's recurrence improves on (Dai et al. 2019, arXiv 1901.02860,
+section 3.1): "at the next step, the segment is shifted to the right by only one position,
+and the new segment has to be processed all from scratch". Each step re-processes, through every layer,
 its window of the last M embedded inputs and itself (a causal encoder over W positions) and
 keeps the output at the window's last position. Nothing but the inputs is carried over, so
 the receptive field is M steps whatever the depth (TrXL's is L * M).
 
-* ``transformer``: absolute sinusoid encoding, eq. (1) of reference 000::
+* ``transformer``: absolute sinusoid encoding (Vaswani et al. 2017, section 3.5)::
 
       p_{i, 2j} = sin(i / 10000^(2j/d)),   p_{i, 2j+1} = cos(i / 10000^(2j/d))
 
@@ -20,8 +20,8 @@ the receptive field is M steps whatever the depth (TrXL's is L * M).
   positions are coherent when the window slides: a step at window index i has index i - 1 at
   the next step.
 * ``transformer_learned_pe``: a learned embedding ``P[i]`` per window index, initialised
-  N(0, 0.02^2) (Gehring et al. 2017, "learned positional encoding" in
-  ``references/004_7d3d637a3336a351.txt``).
+  N(0, 0.02^2) (learned position embeddings: Gehring et al. 2017, "Convolutional Sequence
+  to Sequence Learning", arXiv 1705.03122, section 3.1; Vaswani et al. 2017, section 3.5).
 
 State: the last M embedded inputs (stop-gradient) and their validity; trace: each step's
 embedded input, so `VanillaTransformer.state_at` rebuilds the window with
@@ -45,7 +45,8 @@ from txrl.nn.window import next_valid, slide, window_at, window_mask
 
 
 class MultiHeadAttention(ProjectedAttention):
-    """Scaled dot-product multi-head attention without positional terms (Vaswani et al. 2017)."""
+    """Scaled dot-product multi-head attention without positional terms (Vaswani et al. 2017,
+    eq. (1) and section 3.2.2)."""
 
     def forward(
         self, h: torch.Tensor, context: torch.Tensor, allowed: torch.Tensor
@@ -90,7 +91,7 @@ class VanillaTransformer(Backbone):
         window = config.memory_length + 1
         self.embed = nn.Linear(config.input_dim, config.d_model)
         if position == "sinusoid":
-            # P of eq. (1), indexed by the position in the window
+            # the sinusoid P (Vaswani et al. sec. 3.5), indexed by the position in the window
             table = sinusoid_table(torch.arange(window), config.d_model)  # (W, D)
             self.register_buffer("sinusoid", table, persistent=False)
             self.learned: nn.Embedding | None = None
@@ -129,7 +130,7 @@ class VanillaTransformer(Backbone):
         causal = torch.ones(w, w, dtype=torch.bool, device=windows.device).tril()  # (W, W)
         eye = torch.eye(w, dtype=torch.bool, device=windows.device)
         allowed = causal[None] & (valid[:, None, :] | eye[None])  # (N, W, W)
-        # X + P, eq. (1)
+        # X + P: the encoding is added to the embedded input (Vaswani et al. sec. 3.5)
         h = windows + self.position_encoding()[None]  # (N, W, D)
         last = len(self.blocks) - 1
         for layer, block in enumerate(attention_blocks(self.blocks)):
