@@ -480,6 +480,9 @@ def test_tensorboard_run_name_and_diagnostics(algo, tmp_path) -> None:
     assert 0.0 <= logged["memory/layer0/gate_attention"] <= 1.0
     assert logged["memory/layer1/attention_entropy"] >= 0.0
     assert 0.0 <= logged["memory/memory_in_use"] <= 1.0
+    # the last update's rollout, its advantages before any normalisation
+    assert logged["train/advantage_std"] == pytest.approx(np.std(model.rollout_buffer.advantages))
+    assert logged["train/advantage_std"] > 0.0
 
 
 def test_generic_memory_policy_takes_any_backbone() -> None:

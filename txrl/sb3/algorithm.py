@@ -507,6 +507,10 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         for key, diagnostic in (diagnostics or {}).items():
             self.logger.record(key, diagnostic)
         self.logger.record("train/explained_variance", explained)
+        # the advantages' scale before any normalisation: once a task is learned they shrink
+        # to noise, which a per-minibatch normalisation rescales to the size they had while
+        # learning
+        self.logger.record("train/advantage_std", float(np.std(buffer.advantages)))
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record(
             "train/memory_bytes_per_transition", buffer.trace_nbytes_per_transition()
