@@ -142,6 +142,14 @@ class PairedBackbone(Backbone):
             "State", self.actor.refresh_state(actor_state), self.critic.refresh_state(critic_state)
         )
 
+    def without_caches(self, state: Any) -> Any:
+        actor_state, critic_state = _split(state)
+        return _join(
+            "State",
+            self.actor.without_caches(actor_state),
+            self.critic.without_caches(critic_state),
+        )
+
     def ordered(self, state: Any) -> Any:
         """``state`` with each part in its backbone's canonical order (a TrXL ring buffer
         unrolled oldest first, as a sequence call leaves it), for comparisons."""
