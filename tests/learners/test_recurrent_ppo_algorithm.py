@@ -9,7 +9,9 @@ import shutil
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
+import gymnasium as gym
 import pytest
 import torch
 import yaml
@@ -127,3 +129,52 @@ def test_compare_runs_it_beside_memory_ppo(tmp_path: Path) -> None:
     assert [o["status"] for o in outcomes] == ["finished", "finished"]
     assert {v.variant for v in variants} == {"memory_ppo", "recurrent_ppo"}
     assert all(v.row()["finished"] == 1 for v in variants)
+
+
+class _CountingEnv(gym.Env):
+    """Observes a few counters as MultiDiscrete (alone or in a Dict); ends after 6 steps."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, dict_observation: bool) -> None:
+        counters = gym.spaces.MultiDiscrete([3, 4])
+        self.observation_space = (
+            gym.spaces.Dict({"counters": counters, "flag": gym.spaces.Discrete(2)})
+            if dict_observation
+            else counters
+        )
+        self.t = 0
+
+    def _observe(self) -> Any:
+        return self.observation_space.sample()
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        self.t = 0
+        return self._observe(), {}
+
+    def step(self, action: int) -> tuple[Any, float, bool, bool, dict]:
+        self.t += 1
+        return self._observe(), float(action), self.t >= 6, False, {}
+
+
+@pytest.mark.parametrize("dict_observation", [False, True])
+def test_multidiscrete_observations_train_save_and_load(
+    dict_observation: bool, tmp_path: Path
+) -> None:
+    """sb3-contrib's LSTM policy fails on a MultiDiscrete observation (the flattened width
+    is a NumPy integer); txrl's RecurrentPPO trains on it, alone or in a Dict, and a saved
+    model loads and predicts the same."""
+    policy = "MultiInputLstmPolicy" if dict_observation else "MlpLstmPolicy"
+    model = RecurrentPPO(policy, _CountingEnv(dict_observation), n_steps=16, batch_size=16,
+                         policy_kwargs={"lstm_hidden_size": 8}, seed=0)  # fmt: skip
+    assert model.policy.lstm_actor.input_size == 3 + 4 + (2 if dict_observation else 0)
+    model.learn(32)
+    model.save(tmp_path / "model.zip")
+    loaded = RecurrentPPO.load(tmp_path / "model.zip")
+    observation, _ = _CountingEnv(dict_observation).reset(seed=1)
+    assert (
+        model.predict(observation, deterministic=True)[0]
+        == loaded.predict(observation, deterministic=True)[0]
+    )

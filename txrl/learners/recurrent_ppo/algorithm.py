@@ -6,21 +6,69 @@ more from a learner, the live memory of each env for exact resume (``get_memory`
 ``set_memory``, as [`txrl.sb3.algorithm.MemoryOnPolicyAlgorithm`][txrl.sb3.algorithm.MemoryOnPolicyAlgorithm] has): here the LSTM
 states of the last step, which sb3-contrib does not save with the model. And, as txrl's
 own learners, ``learn`` leaves no empty ``SB3-<date>`` folder behind
-(`txrl.sb3.logger.FolderlessLogging`).
+(`txrl.sb3.logger.FolderlessLogging`). And it takes MultiDiscrete observations, alone or in a
+Dict: Stable-Baselines3's flattening extractors give their width as a NumPy integer for
+those, which ``torch.nn.LSTM`` refuses (``input_size should be of type int``); the
+extractors below give it as an int.
 """
 
 from __future__ import annotations
+
+import inspect
+from typing import Any
 
 import numpy as np
 import torch
 from sb3_contrib import RecurrentPPO as ContribRecurrentPPO
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
+from stable_baselines3.common.torch_layers import CombinedExtractor, FlattenExtractor
 
 from txrl.sb3.logger import FolderlessLogging
 
 
+class IntFlattenExtractor(FlattenExtractor):
+    """Stable-Baselines3's ``FlattenExtractor`` with its width an int for every space."""
+
+    def __init__(self, observation_space: Any) -> None:
+        super().__init__(observation_space)
+        self._features_dim = int(self._features_dim)
+
+
+class IntCombinedExtractor(CombinedExtractor):
+    """Stable-Baselines3's ``CombinedExtractor`` with its width an int for every space."""
+
+    def __init__(
+        self, observation_space: Any, cnn_output_dim: int = 256, normalized_image: bool = False
+    ) -> None:
+        super().__init__(observation_space, cnn_output_dim, normalized_image)
+        self._features_dim = int(self._features_dim)
+
+
+#: The default extractors of sb3-contrib's policies and their int-width versions.
+INT_EXTRACTORS: dict[type, type] = {
+    FlattenExtractor: IntFlattenExtractor,
+    CombinedExtractor: IntCombinedExtractor,
+}
+
+
 class RecurrentPPO(FolderlessLogging, ContribRecurrentPPO):
     """sb3-contrib's RecurrentPPO with its per-env LSTM state exposed for checkpoints."""
+
+    def _setup_model(self) -> None:
+        # the policy's extractor, the default of its class unless policy_kwargs names one,
+        # replaced by its int-width version (the same computation)
+        chosen = self.policy_kwargs.get("features_extractor_class")
+        if chosen is None:
+            parameter = inspect.signature(self.policy_class).parameters.get(
+                "features_extractor_class"
+            )
+            chosen = None if parameter is None else parameter.default
+        if chosen in INT_EXTRACTORS:
+            self.policy_kwargs = {
+                **self.policy_kwargs,
+                "features_extractor_class": INT_EXTRACTORS[chosen],
+            }
+        super()._setup_model()
 
     # the LSTM states, None before setup
     _last_lstm_states: RNNStates | None  # type: ignore[assignment]  # sb3-contrib's __init__ assigns a bare None, so its inferred type is None
@@ -56,4 +104,4 @@ class RecurrentPPO(FolderlessLogging, ContribRecurrentPPO):
         return RNNStates((zeros[0], zeros[1]), (zeros[2], zeros[3]))
 
 
-__all__ = ["RecurrentPPO"]
+__all__ = ["INT_EXTRACTORS", "IntCombinedExtractor", "IntFlattenExtractor", "RecurrentPPO"]
