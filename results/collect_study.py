@@ -4,7 +4,8 @@
 
 Copies the study's summary files (``results.md``, ``results.csv``, ``runs.csv``,
 ``aggregate.csv``, ``curves.png``, ``final.png``, ``ranking.png``, ``compare.yaml``: those
-that exist) and, for every run, its resolved ``config.yaml``, ``eval.jsonl`` and, where one
+that exist; a ``compare.yaml`` already in the destination, the declared study, is kept when
+it holds the same settings) and, for every run, its resolved ``config.yaml``, ``eval.jsonl`` and, where one
 was made (``txrl eval RUN --episodes 100 --json > RUN/eval_100_episodes.json``), its
 100-episode evaluation, and ``finished.json``, the mark of a finished run; not its
 checkpoints or TensorBoard events. The ``runs/<variant>/seed_<s>/`` layout is kept. Then
@@ -26,6 +27,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from txrl.config import load_compare_config
 
 SUMMARY_FILES = (
     "results.md",
@@ -67,6 +70,17 @@ def mark_finished(record: Path) -> list[Path]:
     return marked
 
 
+def keep_declared_study(declared: Path, ran: Path) -> None:
+    """Keep the study file committed before the runs (its comments say why each setting is
+    what it is) in place of the copy ``txrl compare`` wrote beside the runs, which has none,
+    once both hold the same settings (the copy spells out the defaults); exit naming both when they do not."""
+    if load_compare_config(declared) != load_compare_config(ran):
+        raise SystemExit(
+            f"{ran} holds other settings than the declared {declared}: the runs did not run "
+            "the declared study; collect them into another folder"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("study", type=Path, help="the --out folder of txrl compare")
@@ -85,8 +99,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("give the results/<name> folder to copy the study into")
     args.dest.mkdir(parents=True, exist_ok=True)
     for name in SUMMARY_FILES:
-        if (args.study / name).exists():
-            shutil.copy2(args.study / name, args.dest / name)
+        if not (args.study / name).exists():
+            continue
+        if name == "compare.yaml" and (args.dest / name).exists():
+            keep_declared_study(args.dest / name, args.study / name)
+            continue
+        shutil.copy2(args.study / name, args.dest / name)
     run_dirs = sorted(p.parent for p in (args.study / "runs").glob("*/seed_*/eval.jsonl"))
     for run_dir in run_dirs:
         target = args.dest / run_dir.relative_to(args.study)

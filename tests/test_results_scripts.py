@@ -646,3 +646,17 @@ def test_count_answers_scores_every_answer_of_whole_episodes(tmp_path: Path) -> 
     out = tmp_path / "answers.md"
     answers.main([str(run_dir), "--episodes", "2", "--out", str(out)])
     assert "102 answers" in out.read_text()
+
+
+def test_collect_study_keeps_the_declared_study_file(tmp_path: Path) -> None:
+    collect = load("collect_study.py")
+    study, dest = _copy_study(tmp_path), tmp_path / "results" / "copy"
+    dest.mkdir(parents=True)
+    declared = "# why each setting is what it is\n" + (study / "compare.yaml").read_text()
+    (dest / "compare.yaml").write_text(declared)
+    collect.main([str(study), str(dest)])
+    assert (dest / "compare.yaml").read_text() == declared
+
+    (dest / "compare.yaml").write_text(declared.replace("seeds:", "seeds:\n- 999999", 1))
+    with pytest.raises(SystemExit, match="other settings than the declared"):
+        collect.main([str(study), str(dest)])
