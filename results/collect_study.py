@@ -5,9 +5,10 @@
 Copies the study's summary files (``results.md``, ``results.csv``, ``runs.csv``,
 ``aggregate.csv``, ``curves.png``, ``final.png``, ``ranking.png``, ``compare.yaml``: those
 that exist; a ``compare.yaml`` already in the destination, the declared study, is kept when
-it holds the same settings) and, for every run, its resolved ``config.yaml``, ``eval.jsonl`` and, where one
-was made (``txrl eval RUN --episodes 100 --json > RUN/eval_100_episodes.json``), its
-100-episode evaluation, and ``finished.json``, the mark of a finished run; not its
+it holds the same settings) and, for every run, its resolved ``config.yaml``, ``eval.jsonl``
+and, where one was made
+(``txrl eval RUN --episodes 100 --json > RUN/eval_100_episodes.json``), its 100-episode
+evaluation, and ``finished.json``, the mark of a finished run; not its
 checkpoints or TensorBoard events. The ``runs/<variant>/seed_<s>/`` layout is kept. Then
 writes ``summary.md`` (last evaluation, wall-clock and env steps/s of every run, through
 ``plot_runs.py``). The copy is a study folder ``txrl compare`` can summarise again:
@@ -73,7 +74,8 @@ def mark_finished(record: Path) -> list[Path]:
 def keep_declared_study(declared: Path, ran: Path) -> None:
     """Keep the study file committed before the runs (its comments say why each setting is
     what it is) in place of the copy ``txrl compare`` wrote beside the runs, which has none,
-    once both hold the same settings (the copy spells out the defaults); exit naming both when they do not."""
+    once both hold the same settings (the copy spells out the defaults); exit naming both
+    when they do not."""
     if load_compare_config(declared) != load_compare_config(ran):
         raise SystemExit(
             f"{ran} holds other settings than the declared {declared}: the runs did not run "

@@ -14,9 +14,10 @@ folder ``--out``:
 * ``diagnostics.csv``, and a table of ``summary.md``: for each drop, the training
   diagnostics at the logged steps nearest the best it fell from and the evaluation it fell
   to: ``train/entropy_loss``, ``train/approx_kl``, ``train/clip_fraction``,
-  ``train/explained_variance``, ``train/grad_norm``, ``train/value_loss``, ``train/advantage_std`` (where logged) and the memory's
-  ``memory/*attention_entropy*`` and ``memory/*gate*`` (those a run logged; a V-MPO run has
-  no clip fraction, a recurrent memory no attention);
+  ``train/explained_variance``, ``train/grad_norm``, ``train/value_loss``,
+  ``train/advantage_std`` (where logged) and the memory's ``memory/*attention_entropy*``
+  and ``memory/*gate*`` (those a run logged; a V-MPO run has no clip fraction, a recurrent
+  memory no attention);
 * ``phases.csv``: each diagnostic's mean before the run first reached 0.8 of its best and
   from there to the end;
 * ``<run>.png`` per run: the evaluation curve with the drops marked, the diagnostics as
