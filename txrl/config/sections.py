@@ -62,6 +62,16 @@ class EnvConfig:
     previous_action_reward: bool = False
     """Feed the previous action and reward to the agent with each observation, as the GTrXL
     and V-MPO agents receive them (`txrl.envs.PreviousActionReward`)."""
+    time_feature: bool = False
+    """Append the fraction of the episode's step limit left to each observation (sb3-contrib's
+    ``TimeFeatureWrapper``, after Pardo et al. 2018, "Time Limits in Reinforcement Learning").
+    In a fixed-length episode the return left depends on how far the episode has gone, which
+    a memory shorter than the episode cannot count, so the critic cannot fit it without this.
+    1-D ``Box`` observations only."""
+    time_feature_steps: PositiveInt | None = None
+    """The step limit the time feature counts down from; ``null``: the env's own
+    (``spec.max_episode_steps``, else POPGym's ``max_episode_length``, else the T-maze's and
+    MiniGrid's ``max_steps``). Only with ``time_feature: true``."""
     normalize_obs: bool = False
     """Wrap the envs in SB3's ``VecNormalize`` for observations (statistics are checkpointed)."""
     normalize_reward: bool = False
@@ -347,6 +357,11 @@ class TrainConfig:
         ):
             problems.append(
                 f"runtime.device must be cpu, auto, cuda, cuda:N or mps, got {self.runtime.device!r}"
+            )
+        if self.env.time_feature_steps is not None and not self.env.time_feature:
+            problems.append(
+                "env.time_feature_steps is the time feature's step limit, but env.time_feature "
+                "is false; set env.time_feature: true or env.time_feature_steps: null"
             )
         if isinstance(self.policy.net_arch, dict) and set(self.policy.net_arch) - {"pi", "vf"}:
             problems.append(

@@ -12,9 +12,12 @@ import contextlib
 import pickle
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+from gymnasium import spaces
+from sb3_contrib.common.wrappers import TimeFeatureWrapper
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
@@ -53,6 +56,67 @@ def _ignoring_sigint(factory: Callable[..., gym.Env]) -> Callable[..., gym.Env]:
     return make
 
 
+def episode_step_limit(env: gym.Env) -> int | None:
+    """The most steps an episode of ``env`` lasts, where the env says: its spec's
+    ``max_episode_steps``, else POPGym's ``max_episode_length``, else the T-maze's and
+    MiniGrid's ``max_steps``; ``None`` where it says none of them."""
+    if env.spec is not None and env.spec.max_episode_steps is not None:
+        return int(env.spec.max_episode_steps)
+    for name in ("max_episode_length", "max_steps"):
+        value = getattr(env.unwrapped, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class TimeFeatureEnv:
+    """Picklable env factory: ``factory``'s env wrapped in sb3-contrib's ``TimeFeatureWrapper``,
+    which appends ``1 - t / T`` to each observation at step ``t`` of an episode limited to
+    ``T`` steps (Pardo et al. 2018, "Time Limits in Reinforcement Learning", Sec. 3: the time
+    left is part of the state of a task with a time limit).
+
+    ``max_steps`` is ``T``; ``None``: [`episode_step_limit`][txrl.run.envs.episode_step_limit]
+    of each env made, so an evaluation with other ``env.kwargs`` (a longer T-maze) counts
+    from its own limit."""
+
+    factory: Callable[..., gym.Env]
+    max_steps: int | None = None
+
+    def __call__(self, **overrides: Any) -> gym.Env:
+        env = self.factory(**overrides)
+        space = env.observation_space
+        if not isinstance(space, spaces.Box) or len(space.shape) != 1:
+            env.close()
+            raise ValueError(
+                f"env.time_feature appends to a 1-D Box observation; this env's is {space}"
+            )
+        max_steps = self.max_steps or episode_step_limit(env)
+        if max_steps is None:
+            env.close()
+            raise ValueError(
+                "env.time_feature needs the episode's step limit, which this env does not "
+                "give (spec.max_episode_steps, max_episode_length or max_steps); "
+                "set env.time_feature_steps"
+            )
+        return TimeFeatureWrapper(env, max_steps=max_steps)
+
+
+def env_factory(
+    config: TrainConfig, kwargs: dict[str, Any] | None = None
+) -> Callable[..., gym.Env]:
+    """The picklable factory of one env of the run, every wrapper of ``config.env`` included;
+    ``kwargs``: the env's keyword arguments (default: ``env.kwargs``)."""
+    factory: Callable[..., gym.Env] = make_env_fn(
+        config.env.id,
+        previous_action_reward=config.env.previous_action_reward,
+        **(config.env.kwargs if kwargs is None else kwargs),
+    )
+    if config.env.time_feature:
+        factory = TimeFeatureEnv(factory, config.env.time_feature_steps)
+    return factory
+
+
 def make_envs(
     config: TrainConfig,
     n_envs: int,
@@ -63,11 +127,7 @@ def make_envs(
 ) -> VecEnv:
     """``n_envs`` Monitor-wrapped copies of the config's env, seeded ``seed, seed + 1, ...``;
     ``kwargs``: the env's keyword arguments (default: ``env.kwargs``)."""
-    factory = make_env_fn(
-        config.env.id,
-        previous_action_reward=config.env.previous_action_reward,
-        **(config.env.kwargs if kwargs is None else kwargs),
-    )
+    factory = env_factory(config, kwargs)
     if subproc:
         return make_vec_env(
             _ignoring_sigint(factory),

@@ -22,13 +22,14 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecTransposeImage
 
+import txrl.envs  # noqa: F401  # importing txrl.envs registers the txrl/... ids
 from txrl.backbones import make_backbone
 from txrl.config import EnvConfig, PolicyConfig, TrainConfig
 from txrl.config.checks import check_learner, check_policy, inapplicable_note
-from txrl.envs import make_env_fn  # importing txrl.envs registers the txrl/... ids
 from txrl.errors import ConfigError
 from txrl.learners import get_learner
 from txrl.run.algorithms import algorithm_class, policy_for
+from txrl.run.envs import env_factory
 from txrl.sb3.policies import MemoryActorCriticPolicy
 
 
@@ -109,11 +110,7 @@ OBSERVATION_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")
 def _env_spaces(config: TrainConfig, kwargs: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """The observation and action spaces of the run's env, wrappers included; ``kwargs``:
     the env's keyword arguments (default: ``env.kwargs``)."""
-    env = make_env_fn(
-        config.env.id,
-        previous_action_reward=config.env.previous_action_reward,
-        **(config.env.kwargs if kwargs is None else kwargs),
-    )()
+    env = env_factory(config, kwargs)()
     try:
         return env.observation_space, env.action_space
     finally:
