@@ -5,11 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from txrl import MemoryPPO
 from txrl.nn.state import state_nbytes
+from txrl.sb3 import buffer as buffer_module
 
-from .test_common import tiny_kwargs, tmaze_env
+from ..numeric import F32_REL, close
+from .test_backbones_train import small_model
+from .test_common import collect_one_rollout, tiny_kwargs, tmaze_env
 
 
 def _kept_and_minibatch(policy_kwargs: dict) -> tuple[Any, Any]:
@@ -44,3 +48,49 @@ def test_a_separate_critic_memory_keeps_no_keys_or_values_either() -> None:
         assert getattr(kept, f"{part}_keys").numel() == getattr(kept, f"{part}_values").numel() == 0
         memory = batch.memory
         assert getattr(memory, f"{part}_keys").shape == getattr(memory, f"{part}_hidden").shape
+
+
+@pytest.mark.parametrize("name", ["compressive", "gru"])
+@pytest.mark.parametrize("rebuild", [False, True], ids=["kept states", "rebuilt per minibatch"])
+def test_a_state_trace_is_kept_at_segment_starts_only(
+    name: str, rebuild: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backbone whose trace is its whole state (``trace_is_state``) keeps it at the steps
+    a segment starts at, one in S, and the training pass still reproduces acting, from the
+    states kept for the rollout and from states rebuilt per minibatch alike."""
+    if rebuild:
+        monkeypatch.setattr(buffer_module, "SEGMENT_STATES_MAX_BYTES", 0)
+    model = small_model(name, 2, 6, n_steps=16, batch_size=32, segment_length=8, n_epochs=1)
+    backbone = model.policy.backbone
+    assert backbone.trace_is_state
+    model.learn(32)
+    collect_one_rollout(model)
+    buffer = model.rollout_buffer
+    assert buffer.trace_stride == 8
+    assert {field.shape[0] for field in buffer.trace} == {16 // 8}
+    model.policy.set_training_mode(True)
+    for batch in buffer.segments(backbone, 8, 1, shuffle=False):
+        values, log_prob, *_ = model.evaluate_batch(batch)
+        assert close(log_prob, batch.old_log_prob.flatten(), F32_REL)
+        assert close(values, batch.old_values.flatten(), F32_REL)
+    assert (buffer._segment_states[2] is None) == rebuild
+    with pytest.raises(ValueError, match="kept every 8th step"):
+        next(buffer.segments(backbone, 4, 1))
+
+
+def test_a_trxl_trace_is_kept_at_every_step() -> None:
+    """TrXL's trace is a step's layer inputs, from which `state_at` rebuilds the window of
+    any step: every step's is kept."""
+    model = small_model("gtrxl", 2, 6, n_steps=16, batch_size=32, segment_length=8, n_epochs=1)
+    assert not model.policy.backbone.trace_is_state
+    model.learn(32)
+    assert model.rollout_buffer.trace_stride == 1
+    assert {field.shape[0] for field in model.rollout_buffer.trace} == {16}
+
+
+def test_keep_trace_every_names_what_is_valid() -> None:
+    model = small_model("gru", 2, 6, n_steps=16, batch_size=32, segment_length=8, n_epochs=1)
+    buffer = model.rollout_buffer
+    buffer.reset()
+    with pytest.raises(ValueError, match="must divide the rollout's 16 steps, got 5"):
+        buffer.keep_trace_every(5)

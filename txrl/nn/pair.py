@@ -136,6 +136,11 @@ class PairedBackbone(Backbone):
             self.critic.state_at(critic_initial, critic_trace, episode_starts, t),
         )
 
+    @property
+    def trace_is_state(self) -> bool:
+        # state_at reads both traces at the same steps
+        return self.actor.trace_is_state and self.critic.trace_is_state
+
     def refresh_state(self, state: Any) -> Any:
         actor_state, critic_state = _split(state)
         return _join(

@@ -124,6 +124,14 @@ class Backbone(nn.Module, abc.ABC):
         batch = torch.arange(t.shape[0], device=t.device)
         return type(trace)(*(field[t, batch] for field in trace))
 
+    @property
+    def trace_is_state(self) -> bool:
+        """Whether a step's trace is the whole state before it: `state_at` as defined here,
+        which reads step ``t`` of the trace and nothing else. A store that asks for the
+        state at some steps only (a rollout buffer's segment starts) can then keep the
+        trace of those steps alone."""
+        return type(self).state_at is Backbone.state_at
+
     def refresh_state(self, state: Any) -> Any:
         """Recompute whatever the state caches from the parameters (after a parameter update).
 

@@ -304,6 +304,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         rollout_buffer.reset()
         memory = self._live_memory(env.num_envs)
         rollout_buffer.set_initial_memory(clone_state(memory))  # acting advances memory in place
+        if policy.backbone.trace_is_state:
+            # segments start every segment_length steps: no other step's state is read
+            rollout_buffer.keep_trace_every(self.segment_length)
         graphed = self._graphed_acting(policy, memory)
         if graphed is not None:
             memory = self._memory = graphed.state  # the graph's copy, advanced by each replay

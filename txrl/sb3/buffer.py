@@ -8,7 +8,10 @@ Besides what SB3's ``RolloutBuffer`` keeps (and its GAE, reused as is), the buff
 * ``initial_memory``: each env's backbone state when the rollout began (the memory carried
   in from the previous rollout), env on axis 0;
 * ``trace``: what the backbone reported per step while acting (for the TrXL family the
-  L * D layer inputs of the step), (N, B, ...).
+  L * D layer inputs of the step), (N, B, ...). Where the trace of a step is the whole
+  state before it (``backbone.trace_is_state``: the Compressive Transformer, the RNNs), only
+  the steps a segment can start at are kept (`keep_trace_every`), (N / S, B, ...): the
+  others would be stored and never read.
 
 Training sequences are *segments*: S consecutive steps of one env. A segment starting at
 step t is recomputed, with gradient, from ``backbone.state_at(initial_memory, trace, ..., t)``,
@@ -86,6 +89,8 @@ class _MemoryStreams:
         self.initial_memory = None
         self.trace = None
         self._trace_steps = []
+        self._trace_seen = 0
+        self.trace_stride = 1
         self.extras: dict[str, torch.Tensor] = {}
         self._extra_steps: dict[str, list[torch.Tensor]] = {}
         # (backbone, segment_length, states of every segment start or None when too large)
@@ -95,10 +100,26 @@ class _MemoryStreams:
         """The backbone state of every env at the rollout's first step."""
         self.initial_memory = memory
 
+    def keep_trace_every(self, stride: int) -> None:
+        """Keep the trace of steps 0, ``stride``, 2 ``stride``, ... of this rollout only, for a
+        backbone whose trace is its state (``backbone.trace_is_state``) trained on segments
+        whose length is a multiple of ``stride``; call before the rollout's first
+        `add_trace`."""
+        if stride < 1 or self.buffer_size % stride:
+            raise ValueError(
+                f"keep_trace_every: stride must divide the rollout's {self.buffer_size} steps, "
+                f"got {stride}"
+            )
+        if self._trace_seen:
+            raise RuntimeError("keep_trace_every: the rollout has already stored a trace")
+        self.trace_stride = stride
+
     def add_trace(self, step_trace: Any) -> None:
         """The backbone's trace of one acting step, (1, B, ...)."""
-        self._trace_steps.append(step_trace)
-        if len(self._trace_steps) == self.buffer_size:
+        if self._trace_seen % self.trace_stride == 0:
+            self._trace_steps.append(step_trace)
+        self._trace_seen += 1
+        if self._trace_seen == self.buffer_size:
             self.trace = type(step_trace)(
                 *(torch.cat(f) for f in zip(*self._trace_steps, strict=True))
             )
@@ -133,6 +154,11 @@ class _MemoryStreams:
         """
         if self.trace is None or self.initial_memory is None:
             raise RuntimeError("the rollout is not complete: no trace or initial memory was stored")
+        if segment_length % self.trace_stride:
+            raise ValueError(
+                f"segments of {segment_length} steps start where the buffer kept no trace: it "
+                f"kept every {self.trace_stride}th step's (keep_trace_every); use a multiple"
+            )
         per_env = self.buffer_size // segment_length
         envs = np.repeat(np.arange(self.n_envs), per_env)  # (B * N/S,)
         starts = np.tile(np.arange(per_env) * segment_length, self.n_envs)
@@ -185,8 +211,8 @@ class _MemoryStreams:
                 state = backbone.state_at(
                     type(initial)(*(_repeat(f, per_env, 0) for f in initial)),
                     type(self.trace)(*(_repeat(f[:, one], per_env, 1) for f in self.trace)),
-                    episode_starts[:, one].expand(-1, per_env),
-                    start_t,
+                    self._kept(episode_starts)[:, one].expand(-1, per_env),
+                    start_t // self.trace_stride,
                 )
                 # every minibatch refreshes its rows: the parameter-derived caches (TrXL's
                 # keys and values) would be replaced before any use
@@ -226,7 +252,10 @@ class _MemoryStreams:
             # the memory each segment had while acting, from its env's stream
             trace = type(self.trace)(*(field[:, env_t] for field in self.trace))  # (N, G, ...)
             memory = backbone.state_at(
-                index_state(self.initial_memory, env_t), trace, episode_starts[:, env_t], start_t
+                index_state(self.initial_memory, env_t),
+                trace,
+                self._kept(episode_starts)[:, env_t],
+                start_t // self.trace_stride,
             )
         return SegmentBatch(
             observations=observations,
@@ -244,6 +273,10 @@ class _MemoryStreams:
             env_index=env_t,
             start=start_t,
         )
+
+    def _kept(self, steps: torch.Tensor) -> torch.Tensor:
+        """(N, ...) per-step rows -> the rows of the steps whose trace is kept."""
+        return steps[:: self.trace_stride]
 
 
 def _repeat(tensor: torch.Tensor, times: int, dim: int) -> torch.Tensor:
