@@ -10,8 +10,10 @@ from txrl.backbones.compressive.model import (
     CompressiveState,
     CompressiveTransformer,
     relative_attention,
+    slots_from,
 )
 from txrl.nn.attention import RelativeMultiHeadAttention
+from txrl.nn.state import state_nbytes
 from txrl.nn.window import window_mask
 
 from ..nn.conftest import small_backbone
@@ -89,7 +91,9 @@ def layer_inputs(backbone, x, starts) -> torch.Tensor:
     """The input of every block at every step, acting step by step -> (T, B, L, D)."""
     seen: list[torch.Tensor] = []
     hooks = [
-        block.register_forward_pre_hook(lambda _module, args: seen.append(args[0].detach()))
+        block.register_forward_pre_hook(
+            lambda _module, args: seen.append(args[0].detach().view(args[0].shape[0], 1, -1))
+        )
         for block in backbone.blocks
     ]
     try:
@@ -99,7 +103,7 @@ def layer_inputs(backbone, x, starts) -> torch.Tensor:
         for hook in hooks:
             hook.remove()
     n_layers = len(backbone.blocks)
-    # each hook call saw (B, 1, D): one step of one layer
+    # each hook call saw one step of one layer: (B, 1, D) in sequence mode, (B, D) acting
     per_step = [torch.cat(seen[i : i + n_layers], dim=1) for i in range(0, len(seen), n_layers)]
     return torch.stack(per_step)  # T x (B, L, D) -> (T, B, L, D)
 
@@ -145,8 +149,8 @@ def test_memory_bookkeeping_matches_a_plain_reference(
     for seq_field, step_field, chunk_field in zip(out.state, states[-1], chunked, strict=True):
         assert close(seq_field, step_field, F64_REL)
         assert close(chunk_field, step_field, F64_REL)
-    # the trace is the state before each step
-    before = [backbone.initial_state(b), *states[:-1]]
+    # the trace is the state before each step, its keys and values left out
+    before = [backbone.without_caches(s) for s in [backbone.initial_state(b), *states[:-1]]]
     for field, per_step in zip(traced.trace, zip(*before, strict=True), strict=True):
         assert torch.equal(field, torch.stack(per_step))
 
@@ -288,3 +292,185 @@ def test_explicit_distance_attention_equals_transformer_xl_on_a_window() -> None
         expected = naive_relative_attention(attn, h, memory, allowed)
     # float32 only (the sinusoids are float32): a tolerance relative to the outputs' magnitude
     assert close(got, expected, F32_REL)
+
+
+def perturbed(**overrides) -> CompressiveTransformer:
+    """A small backbone whose compression is no mean pooling and whose LayerNorms are no
+    identity, so that every cached projection differs from its contents."""
+    backbone = build(**overrides)
+    gen = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for param in backbone.parameters():
+            param.add_(0.2 * torch.randn(param.shape, generator=gen, dtype=param.dtype))
+    backbone.on_parameters_changed()
+    return backbone
+
+
+def act(backbone, x, starts, state):
+    """Acting steps (``Backbone.step`` in inference mode, as a rollout takes them) ->
+    outputs (T, B, D), traces and the state after the last step."""
+    outputs, traces = [], []
+    with torch.inference_mode():
+        for t in range(x.shape[0]):
+            out = backbone.step(x[t : t + 1], state, starts[t : t + 1], trace=True)
+            assert out.aux_losses == {}  # the acting path, not a sequence pass
+            outputs.append(out.output)
+            traces.append(out.trace)
+            state = out.state
+    trace = type(traces[0])(*(torch.cat(f) for f in zip(*traces, strict=True)))
+    return torch.cat(outputs), trace, state
+
+
+def in_use(state: CompressiveState) -> torch.Tensor:
+    """(B, 1, Mc + M, 1): the [compressed ; FIFO] slots of the caches that hold a step."""
+    return torch.cat((state.compressed_valid, state.valid), dim=1)[:, None, :, None]
+
+
+def assert_caches_project_contents(backbone, state: CompressiveState) -> None:
+    """The keys and values of every slot in use are its contents' projections with the
+    current weights, and those of the compressed slots not in use zero."""
+    with torch.no_grad():
+        expect = backbone.refresh_state(state)
+    mc = state.compressed.shape[2]
+    for got, want in ((state.keys, expect.keys), (state.values, expect.values)):
+        assert close(got.where(in_use(state), 0.0), want.where(in_use(state), 0.0), F64_REL)
+        unused = ~state.compressed_valid[:, None, :, None]  # (B, 1, Mc, 1)
+        assert not got[:, :, :mc].where(unused, 0.0).any()
+        assert not want[:, :, :mc].where(unused, 0.0).any()
+
+
+@pytest.mark.parametrize(("m", "c", "mc"), [(3, 2, 2), (2, 3, 3), (0, 2, 2), (4, 1, 2)])
+def test_cached_acting_equals_the_uncached_sequence_over_many_steps(
+    m: int, c: int, mc: int, float64: None
+) -> None:
+    """Acting projects only each step's own input and the slot it may compress, over the
+    keys and values its state caches; a sequence pass from the same memory without caches
+    projects all of it from the contents. Over many steps, episode starts and compressions
+    (the compressed memory filling, overflowing and cleared) they agree, and so do the
+    states they leave."""
+    backbone = perturbed(memory_length=m, compression_rate=c, compressed_length=mc)
+    t, b = 70, 3
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(t + 30, b, 5, generator=gen)
+    starts = torch.rand(t + 30, b, generator=gen) < 0.04
+    starts[0] = True
+    starts[50, 1] = True
+    # a memory carried in, left by a sequence pass
+    with torch.no_grad():
+        carried = backbone.run(x[:30], backbone.initial_state(b), starts[:30]).state
+    x, starts = x[30:], starts[30:]
+    y_act, trace, acted = act(backbone, x, starts, carried)
+    with torch.no_grad():
+        seq = backbone.run(x, backbone.without_caches(carried), starts)
+        traced = backbone.run(x, backbone.without_caches(carried), starts, trace=True)
+    assert close(y_act, seq.output, F64_REL)
+    assert close(traced.output, seq.output, F64_REL)
+    assert seq.state.keys.shape == acted.keys.shape
+    for name, a, s in zip(CompressiveState._fields, acted, seq.state, strict=True):
+        if name in ("keys", "values"):  # a slot not in use may hold a stale projection
+            a, s = a.where(in_use(acted), 0.0), s.where(in_use(acted), 0.0)
+        assert close(a, s, F64_REL), name
+    assert_caches_project_contents(backbone, acted)
+    assert_caches_project_contents(backbone, seq.state)
+    # the trace is the state before each step without caches, acting and in sequence alike
+    assert trace.keys.numel() == trace.values.numel() == 0
+    for a, s in zip(trace, traced.trace, strict=True):
+        assert close(a, s, F64_REL)
+    # what was exercised: compressed memories filled, overflowed (mc slots in use) and cleared
+    in_use_count = trace.compressed_valid.sum(-1)  # (T, B)
+    assert (in_use_count == mc).any() and (in_use_count[1:] < in_use_count[:-1]).any()
+
+
+def test_refresh_state_follows_new_weights(float64: None) -> None:
+    """A state's keys and values are data: an acting step takes them as they are, and after
+    a weight change `refresh_state` projects them again with the new weights, so acting
+    from the refreshed state equals a sequence pass from the contents."""
+    backbone = perturbed(memory_length=3, compression_rate=2, compressed_length=3)
+    b = 2
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(24, b, 5, generator=gen)
+    starts = torch.zeros(24, b, dtype=torch.bool)
+    starts[0] = True
+    _, _, state = act(backbone, x[:16], starts[:16], backbone.initial_state(b))
+    assert state.compressed_valid.all()
+    with torch.no_grad():  # an optimizer step, as it writes the weights
+        for param in backbone.parameters():
+            param.add_(0.1 * torch.randn(param.shape, generator=gen, dtype=param.dtype))
+    backbone.on_parameters_changed()
+    later, later_starts = x[16:], starts[16:]
+    with torch.no_grad():
+        expect = backbone.run(later, backbone.without_caches(state), later_starts).output
+        refreshed = backbone.refresh_state(state)
+    assert_caches_project_contents(backbone, refreshed)
+    y_fresh, _, _ = act(backbone, later, later_starts, refreshed)
+    y_stale, _, _ = act(backbone, later, later_starts, state)
+    assert close(y_fresh, expect, F64_REL)
+    assert not close(y_stale, expect, 1e-3)  # the old weights' keys and values, as given
+
+
+def test_without_caches_and_refresh_state_round_trip(float64: None) -> None:
+    """`without_caches` keeps a third of the state's memory bytes (the contents, not their
+    keys and values); `refresh_state` gives the keys and values back, and every path
+    (acting, a sequence pass, gradients of a training pass) takes a state without them as
+    it takes the state it came from."""
+    backbone = perturbed(memory_length=3, compression_rate=2, compressed_length=2)
+    b = 3
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(30, b, 5, generator=gen)
+    starts = torch.rand(30, b, generator=gen) < 0.05
+    starts[0] = True
+    _, _, state = act(backbone, x[:20], starts[:20], backbone.initial_state(b))
+    dropped = backbone.without_caches(state)
+    assert dropped.keys.numel() == dropped.values.numel() == 0
+    assert state_nbytes(dropped) < 0.4 * state_nbytes(state)
+    with torch.no_grad():
+        back = backbone.refresh_state(dropped)
+    for name, a, s in zip(CompressiveState._fields, back, state, strict=True):
+        if name in ("keys", "values"):
+            a, s = a.where(in_use(state), 0.0), s.where(in_use(state), 0.0)
+        assert close(a, s, F64_REL), name
+    later, later_starts = x[20:], starts[20:]
+    y_act, _, _ = act(backbone, later, later_starts, state)
+    for given in (dropped, back):
+        assert close(act(backbone, later, later_starts, given)[0], y_act, F64_REL)
+        with torch.no_grad():
+            assert close(backbone.run(later, given, later_starts).output, y_act, F64_REL)
+
+    # a training pass: the memory's keys and values get their gradient through the
+    # projections, whether a minibatch refreshes a kept state with gradients on (the
+    # rollout buffer) or the pass projects a state without caches itself
+    def gradients(given) -> dict[str, torch.Tensor]:
+        backbone.zero_grad(set_to_none=True)
+        memory = given() if callable(given) else given
+        out = backbone.run(later, memory, later_starts)
+        (out.output.square().mean() + out.aux_losses["attention_reconstruction"]).backward()
+        return {n: p.grad.clone() for n, p in backbone.named_parameters() if p.grad is not None}
+
+    projected = gradients(dropped)
+    refreshed = gradients(lambda: backbone.refresh_state(dropped))
+    assert projected.keys() == refreshed.keys()
+    for name, grad in projected.items():
+        assert close(refreshed[name], grad, F64_REL), name
+    # the keys of the memory take part: without gradient through them, W_kE's differs
+    with torch.no_grad():
+        frozen = backbone.refresh_state(dropped)
+    key_value = "blocks.0.attention.key_value.weight"
+    assert not close(gradients(frozen)[key_value], projected[key_value], 1e-6)
+
+
+def test_slots_from_reads_each_envs_window_of_slots() -> None:
+    gen = torch.Generator().manual_seed(2)
+    parent = torch.randn(3, 2, 7, 4, generator=gen)
+    first = torch.tensor([1, 0, 1])
+    for memory in (
+        parent[:, :, :5],  # a slice of a contiguous tensor
+        parent[:1, :, :5].expand(3, -1, -1, -1),  # one env's memory for three
+        parent[:, :, :5].transpose(0, 1).contiguous().transpose(0, 1),  # envs not outermost
+        parent.transpose(2, 3).contiguous().transpose(2, 3)[:, :, :5],  # slots not dense
+    ):
+        out = torch.full((3, 2, 6, 4), float("nan"))
+        slots_from(memory, first, out[:, :, :4])
+        for env in range(3):
+            start = int(first[env])
+            assert torch.equal(out[env, :, :4], memory[env, :, start : start + 4])
+        assert out[:, :, 4:].isnan().all()  # nothing written beyond

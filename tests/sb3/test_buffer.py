@@ -78,6 +78,24 @@ def test_a_state_trace_is_kept_at_segment_starts_only(
         next(buffer.segments(backbone, 4, 1))
 
 
+def test_a_compressive_buffer_keeps_no_keys_or_values() -> None:
+    """The Compressive Transformer's state caches the keys and values of its memory; its
+    trace (the state before each step) and the states kept for the rollout leave them out,
+    and each minibatch projects them again with the current weights."""
+    model = small_model("compressive", 2, 6, n_steps=16, batch_size=32, segment_length=8,
+                        n_epochs=1)  # fmt: skip
+    model.learn(32)
+    collect_one_rollout(model)
+    buffer, backbone = model.rollout_buffer, model.policy.backbone
+    assert buffer.trace.keys.numel() == buffer.trace.values.numel() == 0
+    batch = next(buffer.segments(backbone, 8, 2, shuffle=False))
+    kept = buffer._segment_states[2]
+    assert kept is not None and kept.keys.numel() == kept.values.numel() == 0
+    memory = batch.memory
+    assert memory.keys.shape[2] == memory.compressed.shape[2] + memory.hidden.shape[2]
+    assert memory.keys.requires_grad  # projected with the current weights, with gradient
+
+
 def test_a_trxl_trace_is_kept_at_every_step() -> None:
     """TrXL's trace is a step's layer inputs, from which `state_at` rebuilds the window of
     any step: every step's is kept."""

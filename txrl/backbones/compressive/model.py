@@ -46,9 +46,23 @@ parameters are detached, so the loss trains the compression function only, and t
 loss does not reach the compression function (compressed memories are stop-gradient
 memory). Returned as ``aux_losses["attention_reconstruction"]``, averaged over layers, the
 envs that compressed anything and the squared entries; zero when nothing was compressed.
-With ``pool`` it has no parameters to train (a diagnostic then).
+With ``pool`` it has no parameters to train (a diagnostic then). An acting step (below)
+returns no auxiliary loss: nothing trains on it.
 
 Episode starts clear the FIFO, the compressed memory and the pending buffer.
+
+Caches and cost: the state also holds each layer's content keys ``W_kE LN(e)`` and values
+``W_v LN(e)`` of its memory entries e, ``[cm ; m]`` in that order, as Transformer-XL keeps
+those of its memory (Dai et al. 2019, section 3.2: the memory is stop-gradient, so they
+change with the weights only). An acting step (one step, gradients off, no recorder)
+projects only its own input and the slot that f_c may make after it, attends over the
+cached keys and values in place and moves the memory on by one slot: O(L (c D^2 + (M + Mc) D))
+per env, where projecting the whole memory again costs O(L (M + Mc) D^2). A sequence pass
+takes the carried memory's keys and values from the state, or projects them itself (with
+gradient into the projections) from a state without them, and projects the steps and the
+compressions made within the call. ``refresh_state`` projects them again with the current
+weights (learners call it before each rollout, the rollout buffer on every minibatch's
+segment states, with gradient); ``without_caches`` drops them.
 
 Inspection: inside an [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder] each layer hands out its
 softmax weights over ``[cm ; fresh ; m ; h]`` (`relative_attention`), the recorder's
@@ -56,7 +70,8 @@ explicit-softmax path beside the fused one; ``txrl inspect`` draws them over the
 and over the compressed slots (`txrl.inspect.layers.compressed_slots` names the steps
 each slot summarises).
 
-Trace: the full state before each step (the protocol's default ``state_at``), i.e.
+Trace: the state before each step without its keys and values (``without_caches``; the
+protocol's default ``state_at`` returns it, and a sequence pass from it projects them), i.e.
 ``L * (M + Mc + c - 1) * D`` floats plus ``M + Mc + c - 1`` flags per step and env: a window
 rebuild would need the last ``M + c * Mc`` steps of layer inputs and the compression
 function's outputs as they were. With ``trace=True`` a sequence is run one step at a time.
@@ -74,7 +89,7 @@ from torch import nn
 
 from txrl.backbones.compressive import CompressiveConfig
 from txrl.nn import attention as nn_attention
-from txrl.nn.attention import RecordedAttention, RelativeMultiHeadAttention, split_heads
+from txrl.nn.attention import RecordedAttention, RelativeMultiHeadAttention, RingPlan, split_heads
 from txrl.nn.blocks import PreNormBlock
 from txrl.nn.memory import memory_in_use
 from txrl.nn.pluggable_attention import active_recorder, key_distances
@@ -91,6 +106,11 @@ class CompressiveState(NamedTuple):
     compressed_valid: torch.Tensor  # (B, Mc) bool
     pending: torch.Tensor  # (B, L, P, D) evicted entries awaiting compression, oldest first
     pending_valid: torch.Tensor  # (B, P) bool
+    # caches, derived from the weights and the slots above: the content keys W_kE LN(.) and
+    # values W_v LN(.) of [compressed ; hidden], the order a step attends to them in; zero
+    # in the compressed slots not in use. (B, L, 0, D) when dropped (`without_caches`)
+    keys: torch.Tensor  # (B, L, Mc + M, D)
+    values: torch.Tensor  # (B, L, Mc + M, D)
 
 
 class Compression(nn.Module):
@@ -156,21 +176,9 @@ class CompressiveBlock(PreNormBlock):
         super().__init__(config, attention, output_relu=False)
         self.compress = Compression(config.compression, config.d_model, config.compression_rate)
 
-    def attend(
-        self,
-        h: torch.Tensor,
-        memory: torch.Tensor,
-        allowed: torch.Tensor,
-        distance: torch.Tensor,
-        n_distances: int,
-    ) -> torch.Tensor:
-        """MHA(LN(.)) of ``h`` (B, T, D) over [``memory`` (B, K - T, D), stop-gradient ; h],
-        with explicit distances (B, T, K) in [0, n_distances)."""
-        z = self.attention_input(h)
-        keys, values = self.attention.project_memory(
-            torch.cat((self.norm_attention(memory), z), dim=1)
-        )  # (B, K, D) each
-        return relative_attention(self.attention, z, keys, values, allowed, distance, n_distances)
+    def project(self, entries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Content keys and values ``W_kE LN(e)``, ``W_v LN(e)`` of memory entries (..., D)."""
+        return self.attention.project_memory(self.norm_attention(entries))
 
     def content_attention(
         self, queries: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor
@@ -228,7 +236,42 @@ class CompressiveTransformer(Backbone):
             compressed_valid=empty(c.compressed_length),
             pending=zeros(p),
             pending_valid=empty(p),
+            # no slot in use: what a step's bookkeeping leaves in unused slots
+            keys=zeros(c.compressed_length + c.memory_length),
+            values=zeros(c.compressed_length + c.memory_length),
         )
+
+    # ------------------------------------------------------------------ caches
+
+    def refresh_state(self, state: CompressiveState) -> CompressiveState:
+        """Project the keys and values of the compressed and the FIFO memory again with the
+        current weights (with gradients on, the projections get their gradient through
+        memory, as in a sequence pass from a state without caches)."""
+        keys, values = [], []
+        for layer, block in enumerate(cast("Sequence[CompressiveBlock]", self.blocks)):
+            entries = torch.cat((state.compressed[:, layer], state.hidden[:, layer]), dim=1)
+            k, v = block.project(entries)  # (B, Mc + M, D) each
+            keys.append(k)
+            values.append(v)
+        in_use = F.pad(state.compressed_valid, (0, state.valid.shape[1]), value=True)
+        in_use = in_use[:, None, :, None]  # (B, 1, Mc + M, 1)
+        return state._replace(
+            keys=torch.stack(keys, dim=1).where(in_use, 0.0),
+            values=torch.stack(values, dim=1).where(in_use, 0.0),
+        )
+
+    def without_caches(self, state: CompressiveState) -> CompressiveState:
+        """``state`` with no keys and values, (B, L, 0, D) each (two thirds of its bytes):
+        a sequence pass, an acting step and `refresh_state` project them again."""
+        empty = state.hidden[:, :, :0]  # (B, L, 0, D), no storage of its own
+        return state._replace(keys=empty, values=empty)
+
+    @staticmethod
+    def has_caches(state: CompressiveState) -> bool:
+        """Whether ``state`` holds its keys and values (not `without_caches`)."""
+        return state.keys.shape[2] == state.compressed.shape[2] + state.hidden.shape[2]
+
+    # ------------------------------------------------------------------ the protocol
 
     def run(
         self,
@@ -242,34 +285,151 @@ class CompressiveTransformer(Backbone):
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
         if not trace:
+            if self._acts(x, stats):
+                y, acted = self._act(x, state, episode_starts)
+                return BackboneOutput(y, acted if next_state else None, None, {}, {})
             y, new_state, loss_sum, count, out_stats = self._segment(
                 x, state, episode_starts, stats, next_state
             )
             aux = {"attention_reconstruction": loss_sum / count.clamp_min(1)}
             return BackboneOutput(y, new_state, None, aux, out_stats)
-        # the trace is the state before each step: run the steps one at a time
+        # the trace is the state before each step (its caches left out): run the steps one
+        # at a time
+        acting = self._acts(x[:1], stats)
         outputs, before = [], []
         loss_total: torch.Tensor = x.new_zeros(())
         count_total = torch.zeros((), dtype=torch.long, device=x.device)
         step_stats: list[dict[str, torch.Tensor]] = []
         for t in range(x.shape[0]):
-            before.append(state)
-            y, after, loss_sum, count, one_stats = self._segment(
-                x[t : t + 1], state, episode_starts[t : t + 1], stats
-            )
-            assert after is not None  # each step's state feeds the next
-            state = after
+            before.append(self.without_caches(state))
+            one_x, one_starts = x[t : t + 1], episode_starts[t : t + 1]
+            if acting:
+                y, state = self._act(one_x, state, one_starts)
+            else:
+                y, after, loss_sum, count, one_stats = self._segment(
+                    one_x, state, one_starts, stats
+                )
+                assert after is not None  # each step's state feeds the next
+                state = after
+                step_stats.append(one_stats)
+                loss_total = loss_total + loss_sum
+                count_total = count_total + count
             outputs.append(y)
-            step_stats.append(one_stats)
-            loss_total = loss_total + loss_sum
-            count_total = count_total + count
         out_stats = {
-            name: torch.stack([s[name] for s in step_stats]).mean() for name in step_stats[0]
+            name: torch.stack([s[name] for s in step_stats]).mean()
+            for name in (step_stats[0] if step_stats else ())
         }
         step_trace = CompressiveState(*(torch.stack(f) for f in zip(*before, strict=True)))
-        aux = {"attention_reconstruction": loss_total / count_total.clamp_min(1)}
+        aux = {} if acting else {"attention_reconstruction": loss_total / count_total.clamp_min(1)}
         final = state if next_state else None
         return BackboneOutput(torch.cat(outputs), final, step_trace, aux, out_stats)
+
+    # ------------------------------------------------------------------ acting
+
+    def _acts(self, x: torch.Tensor, stats: bool) -> bool:
+        """Whether a call is an acting step (`_act`): one step, gradients off, no
+        diagnostics, no dropout, and no attention recorder (which takes a sequence pass's
+        weights over ``[cm ; fresh ; m ; h]``)."""
+        return (
+            x.shape[0] == 1
+            and not torch.is_grad_enabled()
+            and not stats
+            and not (self.training and self.config.dropout > 0.0)
+            and active_recorder() is None
+        )
+
+    def _act(
+        self, x: torch.Tensor, state: CompressiveState, episode_starts: torch.Tensor
+    ) -> tuple[torch.Tensor, CompressiveState]:
+        """One acting step: what `_segment` computes for T = 1, over the state's cached
+        keys and values of ``[cm ; m]`` (projected first when it has none), so the step
+        projects only its own input and the slot a compression may make: O(L (c D^2 +
+        (M + Mc) D)) per env. x (1, B, I) -> output (1, B, D) and the state after the step.
+
+        For one step no compression made within the call is visible, and the keys
+        ``[cm ; m ; h]`` lie in decreasing distance M + Mc, ..., 0 (the compressed slot of
+        recency rank r at M + 1 + r, FIFO slot j, oldest first, at M - j, the step at 0), so
+        [`txrl.nn.attention.RelativeMultiHeadAttention.attend_one`][txrl.nn.attention.RelativeMultiHeadAttention.attend_one] reads them in place in
+        that order. The reconstruction loss is left out: nothing trains on an acting step.
+        """
+        cfg = self.config
+        m, mc, c = cfg.memory_length, cfg.compressed_length, cfg.compression_rate
+        p = c - 1
+        if not self.has_caches(state):
+            state = self.refresh_state(state)
+        start = episode_starts[0]  # (B,)
+        b, device = start.shape[0], start.device
+        carry = ~start[:, None]  # (B, 1) the memory belongs to the step's episode
+        carried = state.compressed_valid & carry  # (B, Mc)
+        itself = torch.ones((b, 1), dtype=torch.bool, device=device)
+        allowed = torch.cat((carried, state.valid & carry, itself), dim=1)[:, None]  # (B, 1, K)
+        n_keys = mc + m + 1
+        mask = torch.zeros(allowed.shape, dtype=state.keys.dtype, device=device)
+        key_index = torch.arange(n_keys, device=device).expand(b, 1, n_keys)  # distance K-1-j
+        plan = RingPlan(key_index, mask.masked_fill_(~allowed, float("-inf")), None)
+        # the entry leaving the FIFO after the step (the step itself when M = 0) moves on to
+        # the pending buffer if it is of the step's episode; the c-th pending entry triggers
+        # a compression of the pending entries and it
+        pending_before = (state.pending_valid & carry).sum(dim=1)  # (B,)
+        evict = state.valid[:, 0] & ~start if m else torch.ones_like(start)
+        trigger = evict & (pending_before + 1 == c)  # (B,)
+        n_kept = (carried.sum(dim=1) + trigger).clamp(max=mc)  # (B,)
+        compressed_valid = torch.arange(mc, device=device)[None, :] >= mc - n_kept[:, None]
+        n_pending = (pending_before + evict) % c  # (B,)
+        pending_valid = torch.arange(p, device=device)[None, :] >= p - n_pending[:, None]
+
+        h = self.embed(x[0])  # (B, I) -> (B, D)
+        inputs, new_keys, new_values, made, made_keys, made_values = [], [], [], [], [], []
+        for layer, block in enumerate(cast("Sequence[CompressiveBlock]", self.blocks)):
+            inputs.append(h)
+            z = block.attention_input(h)
+            key, value = block.attention.project_memory(z)  # (B, D) each
+            memory = (state.keys[:, layer], state.values[:, layer])  # (B, Mc + M, D) each
+            attended = block.attention.attend_one(z, key, value, memory, plan)
+            # f_c of the pending entries and the leaving one: kept where it triggers
+            leaving = state.hidden[:, layer, 0] if m else h
+            groups = torch.cat((state.pending[:, layer], leaving[:, None]), dim=1)  # (B, c, D)
+            made.append(block.compress(groups))
+            made_k, made_v = block.project(made[-1])
+            new_keys.append(key)
+            new_values.append(value)
+            made_keys.append(made_k)
+            made_values.append(made_v)
+            h = block(h, attended)
+
+        def advance(
+            memory: torch.Tensor, new: list[torch.Tensor], compressed: list[torch.Tensor]
+        ) -> torch.Tensor:
+            """The [compressed ; FIFO] slots (B, L, Mc + M, D) of keys or values after the step."""
+            out = new_memory(memory)
+            advance_compressed(
+                memory[:, :, :mc], torch.stack(compressed, 1), trigger, keep, out[:, :, :mc]
+            )
+            advance_fifo(memory[:, :, mc:], torch.stack(new, 1), out[:, :, mc:])
+            return out
+
+        keep = carry[:, 0].to(h.dtype)  # (B,) 0 at an episode start: nothing carried in stays
+        steps = torch.stack(inputs, dim=1)  # (B, L, D)
+        leaving = state.hidden[:, :, 0] if m else steps  # (B, L, D)
+        new_state = CompressiveState(
+            hidden=advance_fifo(state.hidden, steps, new_memory(state.hidden)),
+            valid=next_valid(state.valid, episode_starts),
+            compressed=advance_compressed(
+                state.compressed,
+                torch.stack(made, 1),
+                trigger,
+                keep,
+                new_memory(state.compressed),
+            ),
+            compressed_valid=compressed_valid,
+            pending=advance_fifo(state.pending, leaving, new_memory(state.pending)),
+            pending_valid=pending_valid,
+            keys=advance(state.keys, new_keys, made_keys),
+            values=advance(state.values, new_values, made_values),
+        )
+        return h[None], new_state
+
+    # ------------------------------------------------------------------ sequences
 
     def _segment(
         self,
@@ -288,6 +448,8 @@ class CompressiveTransformer(Backbone):
         m, mc, c = cfg.memory_length, cfg.compressed_length, cfg.compression_rate
         p = c - 1
         device = x.device
+        if not self.has_caches(state):
+            state = self.refresh_state(state)  # with gradients on, into the projections
         # ---- which evictions happen after which step, and which complete a group of c
         # the eviction stream [pending ; FIFO ; current steps]: (B, X) episode ids (-1 invalid,
         # 0 carried over)
@@ -366,8 +528,20 @@ class CompressiveTransformer(Backbone):
 
         h = self.embed(x).transpose(0, 1)  # (T, B, I) -> (B, T, D)
         inputs, compressed, pending = [], [], []
+        keys: list[torch.Tensor] = []
+        values: list[torch.Tensor] = []
         loss_sum = h.new_zeros(())
         has_compressed = trigger.any(dim=1)  # (B,)
+
+        def place(carried: torch.Tensor, fresh: torch.Tensor) -> torch.Tensor:
+            """The compressed slots (B, Mc, D) after the call, from those carried in and the
+            call's compressions (B, T, D); zero where none is kept."""
+            candidates = torch.cat((carried, fresh), dim=1).detach()  # (B, Mc + T, D)
+            placed = candidates.new_zeros(b, mc + 1, cfg.d_model).scatter(
+                1, target[..., None].expand(-1, -1, cfg.d_model), candidates
+            )
+            return placed[:, :mc]
+
         for layer, block in enumerate(cast("Sequence[CompressiveBlock]", self.blocks)):
             inputs.append(h.detach())
             stream = torch.cat(
@@ -377,9 +551,23 @@ class CompressiveTransformer(Backbone):
             groups = stream.unfold(1, c, 1)[:, :t].transpose(2, 3)  # (B, T, c, D)
             fresh_grad = block.compress(groups)  # (B, T, D), gradient into f_c only
             fresh = fresh_grad.detach()
-            memory = torch.cat((state.compressed[:, layer], fresh, state.hidden[:, layer]), dim=1)
+            # keys and values of [cm ; fresh ; m ; h]: the carried memory's cached (projected
+            # above when the state had none), the others projected here
+            cached_k, cached_v = state.keys[:, layer], state.values[:, layer]  # (B, Mc + M, D)
+            fresh_k, fresh_v = block.project(fresh)  # (B, T, D) each
+            z = block.attention_input(h)
+            step_k, step_v = block.attention.project_memory(z)  # (B, T, D) each
+            attended = relative_attention(
+                block.attention,
+                z,
+                torch.cat((cached_k[:, :mc], fresh_k, cached_k[:, mc:], step_k), dim=1),
+                torch.cat((cached_v[:, :mc], fresh_v, cached_v[:, mc:], step_v), dim=1),
+                allowed,
+                distance,
+                n_distances,
+            )
             h_in = h
-            h = block(h, block.attend(h, memory, allowed, distance, n_distances))
+            h = block(h, attended)
 
             # L^attn = || attn(h, old_mem) - attn(h, f_c(old_mem)) ||^2 over this call's compressions
             queries = h_in.detach()
@@ -390,12 +578,15 @@ class CompressiveTransformer(Backbone):
             per_env = (old - new).square().mean(dim=(1, 2, 3))  # (B,)
             loss_sum = loss_sum + torch.where(has_compressed, per_env, 0.0).sum() / len(self.blocks)
 
-            candidates = torch.cat((state.compressed[:, layer], fresh), dim=1)  # (B, Mc + T, D)
-            placed = candidates.new_zeros(b, mc + 1, cfg.d_model).scatter(
-                1, target[..., None].expand(-1, -1, cfg.d_model), candidates
-            )
-            compressed.append(placed[:, :mc])
-            pending.append(stream[:, t : t + p])  # (B, P, D) the last P evicted entries
+            if next_state:
+                compressed.append(place(state.compressed[:, layer], fresh))
+                pending.append(stream[:, t : t + p])  # (B, P, D) the last P evicted entries
+                for cache, cached, fresh_part, steps_part in (
+                    (keys, cached_k, fresh_k, step_k),
+                    (values, cached_v, fresh_v, step_v),
+                ):
+                    fifo = slide(cached[:, mc:], steps_part.detach(), dim=1)  # (B, M, D)
+                    cache.append(torch.cat((place(cached[:, :mc], fresh_part), fifo), dim=1))
 
         new_state = (
             CompressiveState(
@@ -405,6 +596,8 @@ class CompressiveTransformer(Backbone):
                 compressed_valid=compressed_valid,
                 pending=torch.stack(pending, dim=1),  # (B, L, P, D)
                 pending_valid=pending_valid,
+                keys=torch.stack(keys, dim=1),  # (B, L, Mc + M, D)
+                values=torch.stack(values, dim=1),
             )
             if next_state
             else None
@@ -416,6 +609,66 @@ class CompressiveTransformer(Backbone):
             out_stats["compressions_per_step"] = trigger.float().mean()
         count = has_compressed.long().sum()
         return h.transpose(0, 1), new_state, loss_sum, count, out_stats
+
+
+def new_memory(memory: torch.Tensor) -> torch.Tensor:
+    """An uninitialised contiguous tensor of ``memory``'s shape, dtype and device."""
+    return memory.new_empty(memory.shape)
+
+
+def advance_fifo(memory: torch.Tensor, entries: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """A FIFO (B, L, N, D) after one step -> ``out``: its oldest entry out, ``entries``
+    (B, L, D) in as the newest (N may be 0)."""
+    if memory.shape[2]:
+        out[:, :, :-1].copy_(memory[:, :, 1:])
+        out[:, :, -1].copy_(entries)
+    return out
+
+
+def advance_compressed(
+    memory: torch.Tensor,
+    made: torch.Tensor,
+    trigger: torch.Tensor,
+    keep: torch.Tensor,
+    out: torch.Tensor,
+) -> torch.Tensor:
+    """The compressed slots (B, L, N, D) after one step -> ``out``: where ``trigger`` (B,),
+    the oldest out and ``made`` (B, L, D) in as the newest, elsewhere as they were; where
+    ``keep`` (B,) (a float, 1 or 0) is 0, an episode start, nothing carried in is kept.
+
+    Slots not in use hold zeros (as a sequence pass and `initial_state` leave them),
+    so slots that stay out of use stay zero and only an episode start clears any."""
+    n = memory.shape[2]
+    shift = trigger.long()
+    slots_from(memory, shift, out[:, :, : n - 1])  # from slot 1 on where it triggers
+    out[:, :, : n - 1].mul_(keep[:, None, None, None])
+    newest = torch.where(shift[:, None, None] > 0, made, memory[:, :, -1] * keep[:, None, None])
+    out[:, :, -1].copy_(newest)
+    return out
+
+
+def slots_from(memory: torch.Tensor, first: torch.Tensor, out: torch.Tensor) -> None:
+    """``out[b, l] = memory[b, l, first[b] : first[b] + n]``, the n = ``out.shape[2]`` slots
+    from slot ``first`` (B,) long on; ``memory`` and ``out`` (B, L, ., D) with their slots
+    dense (slot stride D), e.g. slices of contiguous tensors along the slot axis.
+
+    The n slots of each env and layer are one block of n * D contiguous values: one
+    ``index_select`` of the blocks as rows of a strided view of ``memory`` (a block copy
+    each; a ``torch.where`` over the slots, broadcast from the env, is several times slower
+    on a CPU)."""
+    b, depth, slots, d = memory.shape
+    n = out.shape[2]
+    if n == 0:
+        return
+    if memory.stride()[2:] != (d, 1) or memory.stride(0) % d or memory.stride(1) % d:
+        memory = memory.contiguous()
+    # block (b, l) starting at slot s starts at value b * stride0 + l * stride1 + s * D
+    lane = torch.arange(b, device=first.device)[:, None] * memory.stride(0)
+    lane = lane + torch.arange(depth, device=first.device)[None, :] * memory.stride(1)
+    rows = lane // d + first[:, None]  # (B, L) the blocks' first values, in units of D
+    last = ((b - 1) * memory.stride(0) + (depth - 1) * memory.stride(1)) // d + slots - n
+    blocks = memory.as_strided((last + 1, n * d), (d, 1))  # row r: values r * D on
+    torch.index_select(blocks, 0, rows.flatten(), out=out.view(b * depth, n * d))
 
 
 def build_compressive(config: CompressiveConfig) -> CompressiveTransformer:
