@@ -246,19 +246,18 @@ class CompressiveTransformer(Backbone):
     def refresh_state(self, state: CompressiveState) -> CompressiveState:
         """Project the keys and values of the compressed and the FIFO memory again with the
         current weights (with gradients on, the projections get their gradient through
-        memory, as in a sequence pass from a state without caches)."""
+        memory, as in a sequence pass from a state without caches); zero in the compressed
+        slots not in use, as a step leaves them."""
+        # (B, Mc + M, 1): 0 for a compressed slot not in use
+        in_use = F.pad(state.compressed_valid, (0, state.valid.shape[1]), value=True)
+        in_use = in_use.to(state.compressed.dtype)[:, :, None]
         keys, values = [], []
         for layer, block in enumerate(cast("Sequence[CompressiveBlock]", self.blocks)):
             entries = torch.cat((state.compressed[:, layer], state.hidden[:, layer]), dim=1)
             k, v = block.project(entries)  # (B, Mc + M, D) each
-            keys.append(k)
-            values.append(v)
-        in_use = F.pad(state.compressed_valid, (0, state.valid.shape[1]), value=True)
-        in_use = in_use[:, None, :, None]  # (B, 1, Mc + M, 1)
-        return state._replace(
-            keys=torch.stack(keys, dim=1).where(in_use, 0.0),
-            values=torch.stack(values, dim=1).where(in_use, 0.0),
-        )
+            keys.append(k * in_use)
+            values.append(v * in_use)
+        return state._replace(keys=by_layer(keys), values=by_layer(values))
 
     def without_caches(self, state: CompressiveState) -> CompressiveState:
         """``state`` with no keys and values, (B, L, 0, D) each (two thirds of its bytes):
@@ -609,6 +608,11 @@ class CompressiveTransformer(Backbone):
             out_stats["compressions_per_step"] = trigger.float().mean()
         count = has_compressed.long().sum()
         return h.transpose(0, 1), new_state, loss_sum, count, out_stats
+
+
+def by_layer(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Each layer's (B, N, D) -> (B, L, N, D); a view for one layer (no copy)."""
+    return tensors[0].unsqueeze(1) if len(tensors) == 1 else torch.stack(tensors, dim=1)
 
 
 def new_memory(memory: torch.Tensor) -> torch.Tensor:
