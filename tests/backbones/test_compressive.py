@@ -443,6 +443,7 @@ def test_without_caches_and_refresh_state_round_trip(float64: None) -> None:
         backbone.zero_grad(set_to_none=True)
         memory = given() if callable(given) else given
         out = backbone.run(later, memory, later_starts)
+        assert not any(field.requires_grad for field in out.state)  # the memory is data
         (out.output.square().mean() + out.aux_losses["attention_reconstruction"]).backward()
         return {n: p.grad.clone() for n, p in backbone.named_parameters() if p.grad is not None}
 

@@ -584,7 +584,8 @@ class CompressiveTransformer(Backbone):
                     (keys, cached_k, fresh_k, step_k),
                     (values, cached_v, fresh_v, step_v),
                 ):
-                    fifo = slide(cached[:, mc:], steps_part.detach(), dim=1)  # (B, M, D)
+                    # stop-gradient: a refreshed state's keys may carry gradient
+                    fifo = slide(cached[:, mc:].detach(), steps_part.detach(), dim=1)  # (B, M, D)
                     cache.append(torch.cat((place(cached[:, :mc], fresh_part), fifo), dim=1))
 
         new_state = (
@@ -643,18 +644,18 @@ def advance_compressed(
     Slots not in use hold zeros (as a sequence pass and `initial_state` leave them),
     so slots that stay out of use stay zero and only an episode start clears any."""
     n = memory.shape[2]
-    shift = trigger.long()
-    slots_from(memory, shift, out[:, :, : n - 1])  # from slot 1 on where it triggers
+    slots_from(memory, trigger.long(), out[:, :, : n - 1])  # from slot 1 on where it triggers
     out[:, :, : n - 1].mul_(keep[:, None, None, None])
-    newest = torch.where(shift[:, None, None] > 0, made, memory[:, :, -1] * keep[:, None, None])
+    newest = torch.where(trigger[:, None, None], made, memory[:, :, -1] * keep[:, None, None])
     out[:, :, -1].copy_(newest)
     return out
 
 
 def slots_from(memory: torch.Tensor, first: torch.Tensor, out: torch.Tensor) -> None:
     """``out[b, l] = memory[b, l, first[b] : first[b] + n]``, the n = ``out.shape[2]`` slots
-    from slot ``first`` (B,) long on; ``memory`` and ``out`` (B, L, ., D) with their slots
-    dense (slot stride D), e.g. slices of contiguous tensors along the slot axis.
+    from slot ``first`` (B,) long on; ``memory`` (B, L, ., D) and ``out`` (B, L, n, D), a
+    slice of a contiguous tensor along the slot axis (``memory`` is copied first unless its
+    slots are so laid out too).
 
     The n slots of each env and layer are one block of n * D contiguous values: one
     ``index_select`` of the blocks as rows of a strided view of ``memory`` (a block copy
