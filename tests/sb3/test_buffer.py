@@ -88,6 +88,8 @@ def test_a_compressive_buffer_keeps_no_keys_or_values() -> None:
     collect_one_rollout(model)
     buffer, backbone = model.rollout_buffer, model.policy.backbone
     assert buffer.trace.keys.numel() == buffer.trace.values.numel() == 0
+    carried = buffer.initial_memory  # read by no segment: the trace holds each start's state
+    assert carried.keys.numel() == carried.values.numel() == 0
     batch = next(buffer.segments(backbone, 8, 2, shuffle=False))
     kept = buffer._segment_states[2]
     assert kept is not None and kept.keys.numel() == kept.values.numel() == 0

@@ -303,10 +303,14 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         n_steps = 0
         rollout_buffer.reset()
         memory = self._live_memory(env.num_envs)
-        rollout_buffer.set_initial_memory(clone_state(memory))  # acting advances memory in place
+        carried = memory
         if policy.backbone.trace_is_state:
             # segments start every segment_length steps: no other step's state is read
             rollout_buffer.keep_trace_every(self.segment_length)
+            # and each is read from the trace, never from the carried-in memory: its caches
+            # (the Compressive Transformer's keys and values) would be kept for nothing
+            carried = policy.backbone.without_caches(memory)
+        rollout_buffer.set_initial_memory(clone_state(carried))  # acting advances memory in place
         graphed = self._graphed_acting(policy, memory)
         if graphed is not None:
             memory = self._memory = graphed.state  # the graph's copy, advanced by each replay

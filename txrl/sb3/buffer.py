@@ -6,7 +6,9 @@ G segments in a minibatch.
 Besides what SB3's ``RolloutBuffer`` keeps (and its GAE, reused as is), the buffer keeps
 
 * ``initial_memory``: each env's backbone state when the rollout began (the memory carried
-  in from the previous rollout), env on axis 0;
+  in from the previous rollout), env on axis 0; without what ``backbone.refresh_state``
+  recomputes where the trace is the state (``backbone.without_caches``: the Compressive
+  Transformer's keys and values), which no segment then reads from it;
 * ``trace``: what the backbone reported per step while acting (for the TrXL family the
   L * D layer inputs of the step), (N, B, ...). Where the trace of a step is the whole
   state before it (``backbone.trace_is_state``: the Compressive Transformer, the RNNs), only
