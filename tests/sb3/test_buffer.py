@@ -98,6 +98,25 @@ def test_a_compressive_buffer_keeps_no_keys_or_values() -> None:
     assert memory.keys.requires_grad  # projected with the current weights, with gradient
 
 
+def test_a_compressive_memory_saved_without_keys_and_values_is_restored() -> None:
+    """A checkpoint of a compressive run saved before the state held keys and values holds
+    its six other fields: restored, the next rollout projects the keys and values from
+    them, and acts as from the whole memory."""
+    model = small_model("compressive", 2, 6, n_steps=16, batch_size=32, segment_length=8,
+                        n_epochs=1)  # fmt: skip
+    model.learn(32)
+    saved = model.get_memory()
+    assert saved is not None and len(saved) == 8
+    model.set_memory(saved[:6])
+    restored = model._live_memory(2)
+    model.set_memory(saved)
+    whole = model._live_memory(2)
+    for a, b in zip(restored, whole, strict=True):
+        assert close(a.float(), b.float(), F32_REL)
+    with pytest.raises(ValueError, match="tuple of 8 arrays"):
+        model.set_memory(saved[:5])  # anything else is refused as before
+
+
 def test_a_trxl_trace_is_kept_at_every_step() -> None:
     """TrXL's trace is a step's layer inputs, from which `state_at` rebuilds the window of
     any step: every step's is kept."""

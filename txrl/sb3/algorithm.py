@@ -56,6 +56,22 @@ UpdateT = TypeVar("UpdateT")
 SUPPORTED_ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
+def with_cache_placeholders(
+    backbone: Any, template: Any, arrays: tuple[np.ndarray, ...]
+) -> tuple[np.ndarray, ...]:
+    """``arrays``, a memory saved before its state held caches: the fields
+    ``backbone.without_caches`` empties, when they are the last of ``template`` and exactly
+    the ones missing (the Compressive Transformer's keys and values, added after runs
+    saved its memory), appended from ``template``; the next rollout's ``refresh_state``
+    projects them from the memory. Any other ``arrays`` as they are."""
+    dropped = backbone.without_caches(template)
+    caches = [kept.shape != full.shape for kept, full in zip(dropped, template, strict=True)]
+    n = len(arrays)
+    if n < len(template) and all(caches[n:]):
+        return arrays + tuple(field.cpu().numpy() for field in template[n:])
+    return arrays
+
+
 class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[UpdateT]):
     """SB3 on-policy algorithm whose policy has memory; subclasses define the loss.
 
@@ -233,10 +249,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
         if arrays is None:
             self._memory = None
             return
-        n_envs = self.n_envs
-        self._memory = state_from_numpy(
-            self.policy.initial_state(n_envs), tuple(arrays), self.device
-        )
+        template = self.policy.initial_state(self.n_envs)
+        arrays = with_cache_placeholders(self.policy.backbone, template, tuple(arrays))
+        self._memory = state_from_numpy(template, arrays, self.device)
 
     def _live_memory(self, n_envs: int) -> Any:
         """The memory the next rollout starts from, with caches refreshed for the current weights.
