@@ -390,3 +390,34 @@ def test_bad_eval_env_kwargs_are_refused_before_the_run_starts(
     assert exited.value.code == 2
     assert "eval.env_kwargs" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_eval_set_judges_a_trained_agent_on_other_env_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``txrl eval --set eval.env_kwargs.KEY=VALUE`` plays the trained agent on another
+    setting of its task (a 3-cell corridor's agent on 60 cells) and records what it changed;
+    any key outside ``eval.*`` would judge another agent, and is refused."""
+    run_dir = train_tiny(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["eval", str(run_dir), "--episodes", "4", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert "overrides" not in plain and plain["mean_length"] <= 8  # truncated at twice 3 + 1
+    override = "eval.env_kwargs.length=60"
+    assert cli.main(["eval", str(run_dir), "--episodes", "4", "--json", "--set", override]) == 0
+    longer = json.loads(capsys.readouterr().out)
+    assert longer["mean_length"] >= 61  # 60 moves + the turn
+    assert longer["overrides"] == [override] and longer["env_kwargs"]["length"] == 60
+    assert read_run_config(run_dir).eval.env_kwargs == {}  # the run's own config is untouched
+
+    assert cli.main(["eval", str(run_dir), "--episodes", "2", "--set", override]) == 0
+    out = capsys.readouterr().out
+    assert "env kwargs: {" in out and "'length': 60" in out
+    for bad, named in [
+        ("policy.d_model=8", "cannot change policy.d_model; --set takes eval.* keys"),
+        ("eval.nonsense=1", "unknown key eval.nonsense"),
+    ]:
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["eval", str(run_dir), "--set", bad])
+        assert exited.value.code == 2
+        assert named in capsys.readouterr().err

@@ -137,6 +137,7 @@ def _eval(args: argparse.Namespace) -> int:
         seed=args.seed,
         deterministic=False if args.stochastic else None,
         best=args.best,
+        overrides=args.set,
     )
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -147,6 +148,8 @@ def _eval(args: argparse.Namespace) -> int:
             f"{summary['checkpoint']} ({summary['judged']}, step {summary['timesteps']}): "
             f"{actions} actions, eval env seeds {first}-{last}"
         )
+        if "env_kwargs" in summary:
+            print(f"env kwargs: {summary['env_kwargs']}")
         _print_summary(summary)
     return 0
 
@@ -275,6 +278,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--best",
         action="store_true",
         help="the run's best checkpoint (checkpoints/best.zip, its best periodic evaluation)",
+    )
+    evaluate.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="eval.KEY=VALUE",
+        help="judge with other eval settings, e.g. --set eval.env_kwargs.length=3000 (the eval "
+        "envs' keyword arguments: env.kwargs updated by eval.env_kwargs); only eval.* keys "
+        "(VALUE is YAML; repeatable)",
     )
     evaluate.add_argument(
         "--json",

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from txrl.config.sections import TrainConfig, check_resume_changes
+from txrl.config.sections import TrainConfig, changed_keys, check_resume_changes
 from txrl.errors import ConfigError, RunError
 from txrl.learners import get_learner, learner_names
 from txrl.schema import to_plain
@@ -248,4 +248,20 @@ def resume_config(stored: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
     """A run's config with ``--set`` overrides for a resume (only `RESUME_KEYS`)."""
     config = TrainConfig.from_dict(apply_overrides(stored.to_dict(), overrides))
     check_resume_changes(stored, config)
+    return config
+
+
+def judge_config(stored: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
+    """A checkpoint's config with ``txrl eval --set`` overrides: only ``eval.*`` keys, so
+    that a trained agent can be judged on other env settings (``eval.env_kwargs.*``, which
+    update ``env.kwargs`` for the eval envs) while what it was trained with stays as it was."""
+    config = TrainConfig.from_dict(apply_overrides(stored.to_dict(), overrides))
+    changed = changed_keys(stored.to_dict(), config.to_dict())
+    fixed = [k for k in changed if k.split(".")[0] != "eval"]
+    if fixed:
+        raise ConfigError(
+            f"txrl eval judges the agent as trained: cannot change {', '.join(fixed)}; "
+            "--set takes eval.* keys, e.g. --set eval.env_kwargs.length=3000 to play the "
+            "envs with other keyword arguments"
+        )
     return config

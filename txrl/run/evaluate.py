@@ -30,6 +30,7 @@ import numpy as np
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv
 
+from txrl.config import judge_config
 from txrl.run.algorithms import algorithm_class
 from txrl.run.checkpoint import (
     CheckpointError,
@@ -256,9 +257,14 @@ def evaluate_checkpoint(
     seed: int | None = None,
     deterministic: bool | None = None,
     best: bool = False,
+    overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Evaluate a checkpoint, or a run directory's final (else latest) checkpoint, or with
     ``best`` its best one (``checkpoints/best.zip``).
+
+    ``overrides``: ``eval.KEY=VALUE`` settings (`txrl.config.judge_config`), e.g.
+    ``eval.env_kwargs.length=3000`` to judge a T-maze agent on longer corridors than the
+    config's evaluations.
 
     The checkpoint carries its config, so the same env (and observation normalisation) is
     rebuilt. Defaults: the config's ``eval.episodes`` and ``eval.deterministic``, and the
@@ -269,11 +275,14 @@ def evaluate_checkpoint(
     Returns [`EvalResult.summary`][txrl.run.evaluate.EvalResult.summary] and what was judged, so that a stored judgement can be
     replayed: ``checkpoint`` (its path), ``judged`` (`checkpoint_role`), ``timesteps``
     (its step), ``seed`` and ``n_envs`` (env ``i`` of the ``n_envs`` eval envs was seeded
-    ``seed + i``: ``--seed`` takes it) and ``deterministic`` (greedy actions or sampled).
+    ``seed + i``: ``--seed`` takes it), ``deterministic`` (greedy actions or sampled) and,
+    where given, ``overrides`` and the ``env_kwargs`` the eval envs were made with.
     """
     import_dynamo_without_litter()  # loading builds an optimizer (see its doc)
     checkpoint = resolve_checkpoint(target, best=best)
     config = read_checkpoint_config(checkpoint)
+    if overrides:
+        config = judge_config(config, overrides)
     episodes = episodes or config.eval.episodes
     seed = config.seed + JUDGE_SEED_OFFSET if seed is None else seed
     greedy = config.eval.deterministic if deterministic is None else deterministic
@@ -288,6 +297,14 @@ def evaluate_checkpoint(
         "seed": seed,
         "n_envs": env.num_envs,
         "deterministic": greedy,
+        **(
+            {
+                "overrides": list(overrides),
+                "env_kwargs": {**config.env.kwargs, **config.eval.env_kwargs},
+            }
+            if overrides
+            else {}
+        ),
         **result.summary(),
     }
 
