@@ -39,3 +39,43 @@ def test_an_episode_start_clears_the_state(name: str) -> None:
         y, _ = backbone(x, backbone.initial_state(2), starts)
         fresh, _ = backbone(x[3:, :1], backbone.initial_state(1), starts[3:, :1])
     assert close(y[3:, :1], fresh, F32_REL)
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru"])
+@pytest.mark.parametrize("together", [True, False], ids=["starts_together", "starts_apart"])
+def test_a_sequence_runs_as_fused_stretches_between_episode_starts(
+    name: str, together: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training sequence runs as one fused call per stretch between the steps where some
+    env starts an episode; outputs, final state and gradients are those of stepping one step
+    at a time (the trace path), in float64. Envs whose episodes start together cut 40 steps
+    into 3 calls."""
+    torch.manual_seed(0)
+    backbone = make_backbone(name, input_dim=3, d_model=8, n_layers=2).double()
+    x = torch.randn(40, 3, 3, dtype=torch.float64, requires_grad=True)
+    starts = torch.zeros(40, 3, dtype=torch.bool)
+    if together:
+        starts[[0, 13, 29]] = True
+    else:
+        starts[0, 0], starts[13, 1], starts[29, 2], starts[30, 0] = True, True, True, True
+    state = tuple(torch.randn_like(f) for f in backbone.initial_state(3))
+    state = backbone.state_type(*state)
+
+    calls = []
+    call = backbone._call
+    monkeypatch.setattr(backbone, "_call", lambda x, s: calls.append(x.shape[0]) or call(x, s))
+    fused = backbone.run(x, state, starts)
+    assert calls == ([13, 16, 11] if together else [13, 16, 1, 10])
+    calls.clear()
+    stepped = backbone.run(x, state, starts, trace=True)
+    assert calls == [1] * 40
+    torch.testing.assert_close(fused.output, stepped.output, rtol=0, atol=1e-12)
+    for a, b in zip(fused.state, stepped.state, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    weights = torch.randn_like(fused.output)
+    grads = [
+        torch.autograd.grad((out.output * weights).sum(), [x, *backbone.parameters()])
+        for out in (fused, stepped)
+    ]
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)

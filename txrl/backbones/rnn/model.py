@@ -66,11 +66,25 @@ class RecurrentBackbone(Backbone):
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
         keep = (~episode_starts).to(x.dtype)  # (T, B)
-        if not trace and not episode_starts[1:].any():
-            # no reset inside the sequence: one fused call
-            state = self.state_type(*(field * keep[0, :, None, None] for field in state))
-            y, new_state = self._call(x, state)
-            return BackboneOutput(y, detach_state(new_state) if next_state else None, None, {}, {})
+        if not trace:
+            # One fused call per stretch between the steps at which some env starts an episode:
+            # inside a stretch no state is reset, so the fused recurrence computes what steps
+            # one at a time would. Envs whose episodes start together (fixed-length episodes
+            # begun at once, as POPGym's) cut a long segment into a few stretches.
+            # (an acting step reads no flag back from the device: it stays capturable)
+            cuts = (
+                episode_starts[1:].any(dim=1).nonzero().flatten().add(1).tolist()
+                if x.shape[0] > 1
+                else []
+            )
+            bounds = [0, *cuts, x.shape[0]]
+            outputs = []
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+                state = self.state_type(*(field * keep[a, :, None, None] for field in state))
+                y, state = self._call(x[a:b], state)
+                outputs.append(y)
+            y = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+            return BackboneOutput(y, detach_state(state) if next_state else None, None, {}, {})
         outputs, before = [], []
         for t in range(x.shape[0]):
             before.append(state)
