@@ -6,6 +6,7 @@ in force before each step, which is small, so the protocol's default ``state_at`
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import NamedTuple
 
 import torch
@@ -79,7 +80,7 @@ class RecurrentBackbone(Backbone):
             )
             bounds = [0, *cuts, x.shape[0]]
             outputs = []
-            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            for a, b in pairwise(bounds):
                 state = self.state_type(*(field * keep[a, :, None, None] for field in state))
                 y, state = self._call(x[a:b], state)
                 outputs.append(y)
