@@ -567,6 +567,25 @@ def test_stability_summary_measures_a_drop_from_the_best_before_it() -> None:
     assert (drop.peak_step, drop.low_step, round(drop.size, 3)) == (100, 200, 0.6)
 
 
+def test_deck_probe_reproduces_the_committed_table(tmp_path: Path) -> None:
+    """The table the stability README cites, drawn again from its judgements; the training
+    mix's shares are those of the env's own deck draw."""
+    probe = load("stability/deck_probe.py")
+    folder = tmp_path / "deck_probe"
+    shutil.copytree(RESULTS / "stability" / "deck_probe", folder)
+    (folder / "deck_probe.md").unlink()
+    probe.main([str(folder)])
+    committed = RESULTS / "stability" / "deck_probe" / "deck_probe.md"
+    assert (folder / "deck_probe.md").read_bytes() == committed.read_bytes()
+
+    from envs._validation import log_uniform_int
+
+    rng = np.random.default_rng(0)
+    drawn = np.array([log_uniform_int(rng, 1, 16) for _ in range(40_000)])
+    for k in (1, 8, 13, 16):
+        assert abs((drawn == k).mean() - probe.deck_share(k, 1, 16)) < 0.006, k
+
+
 # ---------------------------------------------------------------------------- popgym_recall
 
 
