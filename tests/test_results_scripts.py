@@ -557,6 +557,23 @@ def test_the_backbones_judged_grids_take_the_screens_settings_scaled_with_the_sp
             )  # fmt: skip
 
 
+def test_the_10000_cell_recipe_is_the_judged_grids_compressive_run_at_half_the_budget() -> None:
+    """``configs/tmaze_10000.yaml`` is judged by the compressive runs of ``span_10000``: the
+    two must train the same agent, budget aside, and with a constant step size (no ``lin_``
+    schedule) the budget cannot change a run's first 3M steps."""
+    from txrl.config import load_compare_config, load_train_config
+
+    recipe = load_train_config(ROOT / "configs" / "tmaze_10000.yaml")
+    judged = load_compare_config(RESULTS / "reach" / "backbones" / "span_10000" / "compare.yaml")
+    grid = next(v.config for v in judged.variants() if v.name == "compressive")
+    assert (recipe.budget, grid.budget) == (3_000_000, 6_000_000)
+    assert isinstance(recipe.learner_settings.learning_rate, float)
+    same = {"budget", "name", "seed"}
+    mine = {k: v for k, v in recipe.to_dict().items() if k not in same}
+    theirs = {k: v for k, v in grid.to_dict().items() if k not in same}
+    assert mine == theirs
+
+
 # ---------------------------------------------------------------------------- stability/
 # (tests/test_stability_study.py runs it on run directories made for it)
 
