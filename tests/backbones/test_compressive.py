@@ -9,11 +9,12 @@ import torch.nn.functional as F
 from txrl.backbones.compressive.model import (
     CompressiveState,
     CompressiveTransformer,
+    read_slots,
     relative_attention,
-    slots_from,
+    ring_order,
 )
 from txrl.nn.attention import RelativeMultiHeadAttention
-from txrl.nn.state import state_nbytes
+from txrl.nn.state import clone_state, state_nbytes
 from txrl.nn.window import window_mask
 
 from ..nn.conftest import small_backbone
@@ -149,10 +150,13 @@ def test_memory_bookkeeping_matches_a_plain_reference(
     for seq_field, step_field, chunk_field in zip(out.state, states[-1], chunked, strict=True):
         assert close(seq_field, step_field, F64_REL)
         assert close(chunk_field, step_field, F64_REL)
-    # the trace is the state before each step, its keys and values left out
+    # the trace is the state before each step, its keys and values left out (the traced
+    # steps run on rings, each of `steps_with_states` from slots oldest first: the same
+    # values summed in another order)
     before = [backbone.without_caches(s) for s in [backbone.initial_state(b), *states[:-1]]]
-    for field, per_step in zip(traced.trace, zip(*before, strict=True), strict=True):
-        assert torch.equal(field, torch.stack(per_step))
+    ordered = ordered_trace(backbone, traced.trace)
+    for field, per_step in zip(ordered, zip(*before, strict=True), strict=True):
+        assert close(field, torch.stack(per_step), F64_REL)
 
     inputs_of = layer_inputs(backbone, x, starts)  # (T, B, L, D)
     for step, state in enumerate(states):  # after every step, every env and layer
@@ -167,6 +171,13 @@ def test_memory_bookkeeping_matches_a_plain_reference(
                     backbone.blocks[layer].compress,
                 )
                 check_memory(state, env, layer, fifo, pending, compressed)
+
+
+def ordered_trace(backbone: CompressiveTransformer, trace: CompressiveState) -> CompressiveState:
+    """A trace (T, B, ...) with each step's rings laid out oldest first (`ordered`)."""
+    t, b = trace.valid.shape[:2]
+    flat = backbone.ordered(CompressiveState(*(field.flatten(0, 1) for field in trace)))
+    return CompressiveState(*(field.unflatten(0, (t, b)) for field in flat))
 
 
 def check_memory(state: CompressiveState, env: int, layer: int, fifo, pending, compressed) -> None:
@@ -307,9 +318,11 @@ def perturbed(**overrides) -> CompressiveTransformer:
 
 
 def act(backbone, x, starts, state):
-    """Acting steps (``Backbone.step`` in inference mode, as a rollout takes them) ->
-    outputs (T, B, D), traces and the state after the last step."""
+    """Acting steps (``Backbone.step`` in inference mode, as a rollout takes them) from a
+    copy of ``state`` (a step advances its state in place) -> outputs (T, B, D), traces and
+    the state after the last step, its slots as the steps left them (rings)."""
     outputs, traces = [], []
+    state = clone_state(state)
     with torch.inference_mode():
         for t in range(x.shape[0]):
             out = backbone.step(x[t : t + 1], state, starts[t : t + 1], trace=True)
@@ -366,6 +379,7 @@ def test_cached_acting_equals_the_uncached_sequence_over_many_steps(
     assert close(y_act, seq.output, F64_REL)
     assert close(traced.output, seq.output, F64_REL)
     assert seq.state.keys.shape == acted.keys.shape
+    acted = backbone.ordered(acted)  # the steps leave rings; a sequence pass, slots oldest first
     for name, a, s in zip(CompressiveState._fields, acted, seq.state, strict=True):
         if name in ("keys", "values"):  # a slot not in use may hold a stale projection
             a, s = a.where(in_use(acted), 0.0), s.where(in_use(acted), 0.0)
@@ -459,19 +473,23 @@ def test_without_caches_and_refresh_state_round_trip(float64: None) -> None:
     assert not close(gradients(frozen)[key_value], projected[key_value], 1e-6)
 
 
-def test_slots_from_reads_each_envs_window_of_slots() -> None:
+def test_read_slots_reads_each_envs_ring_oldest_first() -> None:
     gen = torch.Generator().manual_seed(2)
     parent = torch.randn(3, 2, 7, 4, generator=gen)
-    first = torch.tensor([1, 0, 1])
+    position = torch.tensor([1, 0, 4])
+    order = ring_order(position, 5)
+    assert order.tolist() == [[1, 2, 3, 4, 0], [0, 1, 2, 3, 4], [4, 0, 1, 2, 3]]
     for memory in (
         parent[:, :, :5],  # a slice of a contiguous tensor
         parent[:1, :, :5].expand(3, -1, -1, -1),  # one env's memory for three
         parent[:, :, :5].transpose(0, 1).contiguous().transpose(0, 1),  # envs not outermost
         parent.transpose(2, 3).contiguous().transpose(2, 3)[:, :, :5],  # slots not dense
     ):
-        out = torch.full((3, 2, 6, 4), float("nan"))
-        slots_from(memory, first, out[:, :, :4])
+        before = memory.clone()
+        out = read_slots(memory, order)
         for env in range(3):
-            start = int(first[env])
-            assert torch.equal(out[env, :, :4], memory[env, :, start : start + 4])
-        assert out[:, :, 4:].isnan().all()  # nothing written beyond
+            start = int(position[env])
+            want = torch.cat((memory[env, :, start:], memory[env, :, :start]), dim=1)
+            assert torch.equal(out[env], want)
+        out.add_(1.0)  # a copy: the memory stays as it is
+        assert torch.equal(memory, before)

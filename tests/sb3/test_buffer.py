@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from txrl import MemoryPPO
-from txrl.nn.state import state_nbytes
+from txrl.nn.state import state_nbytes, state_to_numpy
 from txrl.sb3 import buffer as buffer_module
 
 from ..numeric import F32_REL, close
@@ -100,20 +100,29 @@ def test_a_compressive_buffer_keeps_no_keys_or_values() -> None:
 
 def test_a_compressive_memory_saved_without_keys_and_values_is_restored() -> None:
     """A checkpoint of a compressive run saved before the state held keys and values holds
-    its six other fields: restored, the next rollout projects the keys and values from
-    them, and acts as from the whole memory."""
+    its six other fields, one saved before its slots were rings its first eight (slots
+    oldest first): restored, the rings start at slot 0 and the next rollout projects the
+    keys and values from the memory, as from the whole memory."""
     model = small_model("compressive", 2, 6, n_steps=16, batch_size=32, segment_length=8,
                         n_epochs=1)  # fmt: skip
     model.learn(32)
+    backbone = model.policy.backbone
+    memory = model._memory
+    assert memory is not None and bool(memory.compressed_position.any())  # the rings moved
     saved = model.get_memory()
-    assert saved is not None and len(saved) == 8
-    model.set_memory(saved[:6])
-    restored = model._live_memory(2)
+    assert saved is not None and len(saved) == 10
+    # older runs saved their slots oldest first, without ring positions (8 fields), and
+    # before that without keys and values (6)
+    oldest_first = state_to_numpy(backbone.ordered(memory))
     model.set_memory(saved)
-    whole = model._live_memory(2)
-    for a, b in zip(restored, whole, strict=True):
-        assert close(a.float(), b.float(), F32_REL)
-    with pytest.raises(ValueError, match="tuple of 8 arrays"):
+    whole = backbone.ordered(model._live_memory(2))
+    for n in (8, 6):
+        model.set_memory(oldest_first[:n])
+        restored = model._live_memory(2)
+        assert not restored.position.any() and not restored.compressed_position.any()
+        for a, b in zip(restored, whole, strict=True):
+            assert close(a.float(), b.float(), F32_REL)
+    with pytest.raises(ValueError, match="tuple of 10 arrays"):
         model.set_memory(saved[:5])  # anything else is refused as before
 
 
