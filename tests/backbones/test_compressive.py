@@ -14,7 +14,7 @@ from txrl.backbones.compressive.model import (
     ring_order,
 )
 from txrl.nn.attention import RelativeMultiHeadAttention
-from txrl.nn.state import clone_state, state_nbytes
+from txrl.nn.state import clone_state, state_from_numpy, state_nbytes, state_to_numpy
 from txrl.nn.window import window_mask
 
 from ..nn.conftest import small_backbone
@@ -438,10 +438,11 @@ def test_without_caches_and_refresh_state_round_trip(float64: None) -> None:
     assert dropped.keys.numel() == dropped.values.numel() == 0
     assert state_nbytes(dropped) < 0.4 * state_nbytes(state)
     with torch.no_grad():
-        back = backbone.refresh_state(dropped)
-    for name, a, s in zip(CompressiveState._fields, back, state, strict=True):
+        back = backbone.refresh_state(dropped)  # its slots oldest first
+    assert backbone.is_ring(state) and not backbone.is_ring(back)
+    for name, a, s in zip(CompressiveState._fields, back, backbone.ordered(state), strict=True):
         if name in ("keys", "values"):
-            a, s = a.where(in_use(state), 0.0), s.where(in_use(state), 0.0)
+            a, s = a.where(in_use(back), 0.0), s.where(in_use(back), 0.0)
         assert close(a, s, F64_REL), name
     later, later_starts = x[20:], starts[20:]
     y_act, _, _ = act(backbone, later, later_starts, state)
@@ -493,3 +494,88 @@ def test_read_slots_reads_each_envs_ring_oldest_first() -> None:
             assert torch.equal(out[env], want)
         out.add_(1.0)  # a copy: the memory stays as it is
         assert torch.equal(memory, before)
+
+
+def test_rings_wrapped_many_times_equal_the_shifted_memory(float64: None) -> None:
+    """Acting steps write each step into the FIFO's oldest slot and each compression into
+    the compressed memory's, in place; after the rings have wrapped many times (with
+    episode starts between), their slots read oldest first (`ordered`) are the memory a
+    sequence pass shifts step by step, and the outputs agree."""
+    m, c, mc = 3, 2, 2
+    backbone = perturbed(memory_length=m, compression_rate=c, compressed_length=mc)
+    t, b = 160, 3
+    gen = torch.Generator().manual_seed(21)
+    x = torch.randn(t, b, 5, generator=gen)
+    starts = torch.rand(t, b, generator=gen) < 0.03
+    starts[0] = True
+    state = backbone.initial_state(b)
+    outputs, wrapped = [], torch.zeros(b, dtype=torch.long)
+    with torch.inference_mode():
+        for step in range(t):
+            hidden = state.hidden
+            out = backbone.step(x[step : step + 1], state, starts[step : step + 1])
+            assert out.state.hidden is hidden  # advanced in place, no copy of the memory
+            wrapped += (out.state.compressed_position < state.compressed_position).long()
+            outputs.append(out.output)
+            state = out.state
+            if step in (40, 97, t - 1):
+                with torch.no_grad():
+                    seq = backbone.run(x[: step + 1], backbone.initial_state(b), starts[: step + 1])
+                assert close(torch.cat(outputs), seq.output, F64_REL)
+                acted = backbone.ordered(state)
+                for name, a, s in zip(CompressiveState._fields, acted, seq.state, strict=True):
+                    if name in ("keys", "values"):  # a slot not in use may hold a stale one
+                        a, s = a.where(in_use(acted), 0.0), s.where(in_use(acted), 0.0)
+                    assert close(a, s, F64_REL), (step, name)
+    assert (wrapped >= 10).all()  # every env's compressed ring went round many times
+
+
+def test_an_episode_start_empties_the_rings_wherever_they_stand(float64: None) -> None:
+    """An episode start leaves the memory of its env as a sequence pass does, whatever the
+    rings' positions: nothing carried in is attended to, the step itself only is in the
+    FIFO, the compressed slots are out of use and read as zeros; other envs keep theirs."""
+    m, c, mc = 4, 2, 3
+    backbone = perturbed(memory_length=m, compression_rate=c, compressed_length=mc)
+    t, b = 25, 2
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(t + 1, b, 5, generator=gen)
+    starts = torch.zeros(t + 1, b, dtype=torch.bool)
+    starts[0] = True
+    starts[t, 0] = True  # env 0 starts anew at the last step
+    _, _, state = act(backbone, x[:t], starts[:t], backbone.initial_state(b))
+    assert bool(state.position.any() & state.compressed_position.any())
+    y, _, after = act(backbone, x[t:], starts[t:], state)
+    with torch.no_grad():
+        seq = backbone.run(x, backbone.initial_state(b), starts)
+        fresh = backbone.run(x[t:, :1], backbone.initial_state(1), starts[t:, :1])
+    assert close(y, seq.output[t:], F64_REL)
+    assert close(y[:, 0], fresh.output[:, 0], F64_REL)  # env 0 as from an empty memory
+    ordered = backbone.ordered(after)
+    assert ordered.valid[0].tolist() == [False] * (m - 1) + [True]
+    assert not ordered.compressed_valid[0].any() and not ordered.compressed[0].any()
+    assert ordered.compressed_valid[1].all()
+
+
+def test_run_leaves_a_ring_state_as_it_is_and_a_saved_ring_state_resumes(float64: None) -> None:
+    """`run` (one step or many, traced or not) never writes into the state it is given,
+    and returns its slots oldest first; a ring state saved as arrays and restored (a
+    checkpoint) acts on as the live one does."""
+    backbone = perturbed(memory_length=3, compression_rate=2, compressed_length=2)
+    b = 2
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(30, b, 5, generator=gen)
+    starts = torch.zeros(30, b, dtype=torch.bool)
+    starts[0] = True
+    _, _, state = act(backbone, x[:17], starts[:17], backbone.initial_state(b))
+    assert bool(state.position.any())
+    kept = clone_state(state)
+    with torch.no_grad():
+        for n, trace in ((1, False), (1, True), (5, True), (5, False)):
+            out = backbone.run(x[17 : 17 + n], state, starts[17 : 17 + n], trace=trace)
+            assert not (out.state.position.any() or out.state.compressed_position.any())
+            for a, s in zip(state, kept, strict=True):
+                assert torch.equal(a, s)
+    restored = state_from_numpy(state, state_to_numpy(state), "cpu")
+    y_live, _, _ = act(backbone, x[17:], starts[17:], state)
+    y_restored, _, _ = act(backbone, x[17:], starts[17:], restored)
+    assert torch.equal(y_restored, y_live)

@@ -266,7 +266,11 @@ class CompressiveTransformer(Backbone):
         """Project the keys and values of the compressed and the FIFO memory again with the
         current weights (with gradients on, the projections get their gradient through
         memory, as in a sequence pass from a state without caches); zero in the compressed
-        slots not in use, as a step leaves them."""
+        slots not in use, as a step leaves them. A state whose slots lie as rings is laid
+        out oldest first first (`ordered`, its contents only: they carry no gradient), so
+        that a sequence pass from it reads the keys and values as they are projected."""
+        if self.is_ring(state):
+            state = self.ordered(self.without_caches(state))
         # (B, Mc + M, 1): 0 for a compressed slot not in use
         in_use = F.pad(state.compressed_valid, (0, state.valid.shape[1]), value=True)
         in_use = in_use.to(state.compressed.dtype)[:, :, None]
@@ -288,6 +292,11 @@ class CompressiveTransformer(Backbone):
     def has_caches(state: CompressiveState) -> bool:
         """Whether ``state`` holds its keys and values (not `without_caches`)."""
         return state.keys.shape[2] == state.compressed.shape[2] + state.hidden.shape[2]
+
+    @staticmethod
+    def is_ring(state: CompressiveState) -> bool:
+        """Whether ``state``'s slots do not lie oldest first (read on the host: one sync)."""
+        return bool(torch.cat((state.position, state.compressed_position)).any())
 
     def ordered(self, state: CompressiveState) -> CompressiveState:
         """A copy of ``state`` with its rings laid out oldest first (both positions 0) and
@@ -535,8 +544,7 @@ class CompressiveTransformer(Backbone):
         m, mc, c = cfg.memory_length, cfg.compressed_length, cfg.compression_rate
         p = c - 1
         device = x.device
-        # a state an acting step left as rings (checked on the host: one read per call)
-        if bool(torch.cat((state.position, state.compressed_position)).any()):
+        if self.is_ring(state):  # as an acting step left it
             state = self.ordered(state)
         if not self.has_caches(state):
             state = self.refresh_state(state)  # with gradients on, into the projections
