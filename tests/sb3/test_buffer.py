@@ -78,6 +78,31 @@ def test_a_state_trace_is_kept_at_segment_starts_only(
         next(buffer.segments(backbone, 4, 1))
 
 
+def test_a_rollout_asks_for_the_traces_the_buffer_keeps_only() -> None:
+    """Where the trace is the state (a copy of the memory per step), a rollout asks the
+    policy for the trace of the segment starts only, the steps the buffer keeps; the
+    trace of a step it keeps cannot be left out."""
+    asked: list[bool] = []
+    model = small_model("compressive", 2, 6, n_steps=16, batch_size=32, segment_length=8,
+                        n_epochs=1)  # fmt: skip
+    act = model.policy.act
+
+    def spy(*args: Any, trace: bool = True, **kwargs: Any) -> Any:
+        asked.append(trace)
+        return act(*args, trace=trace, **kwargs)
+
+    model.policy.act = spy  # type: ignore[method-assign]  # records what the rollout asks
+    model.learn(16)
+    assert asked == [step % 8 == 0 for step in range(16)]
+    buffer = model.rollout_buffer
+    assert buffer.trace.hidden.shape[0] == 2  # steps 0 and 8
+    buffer.reset()
+    buffer.keep_trace_every(8)
+    assert buffer.wants_trace()
+    with pytest.raises(ValueError, match="the trace of step 0 is kept, got None"):
+        buffer.add_trace(None)
+
+
 def test_a_compressive_buffer_keeps_no_keys_or_values() -> None:
     """The Compressive Transformer's state caches the keys and values of its memory; its
     trace (the state before each step) and the states kept for the rollout leave them out,

@@ -346,8 +346,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 if graphed is not None:
                     actions_t, values, log_probs, distribution, out = graphed(obs_tensor, starts)
                 else:
+                    # the trace of a step the buffer keeps only (`keep_trace_every`)
                     actions_t, values, log_probs, distribution, out = policy.act(
-                        obs_tensor, memory, starts
+                        obs_tensor, memory, starts, trace=rollout_buffer.wants_trace()
                     )
             memory = self._memory = out.state
             actions = actions_t.cpu().numpy()
