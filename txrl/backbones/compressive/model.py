@@ -64,14 +64,26 @@ compressions made within the call. ``refresh_state`` projects them again with th
 weights (learners call it before each rollout, the rollout buffer on every minibatch's
 segment states, with gradient); ``without_caches`` drops them.
 
+Rings: the FIFO and the compressed memory, and their keys and values, are ring buffers
+with a write position per env (`CompressiveState`), as TrXL's memory is
+(`txrl.nn.memory.MemoryState`). `step`, an acting step, writes the step into the FIFO's
+oldest slot and a compression into the compressed memory's oldest slot, in place, where
+moving the memory on by shifting it would copy all of it (and its caches) at every step.
+Attention depends on a slot's place only through its distance, which the step reads from
+the positions (each key's distance, the rest of the score permutation-invariant), so it
+attends over the slots as they lie. `run` leaves its input as it is and returns slots
+oldest first (`ordered`); a sequence pass and `refresh_state` lay a ring state out so
+first.
+
 Inspection: inside an [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder] each layer hands out its
 softmax weights over ``[cm ; fresh ; m ; h]`` (`relative_attention`), the recorder's
 explicit-softmax path beside the fused one; ``txrl inspect`` draws them over the raw window
 and over the compressed slots (`txrl.inspect.layers.compressed_slots` names the steps
 each slot summarises).
 
-Trace: the state before each step without its keys and values (``without_caches``; the
-protocol's default ``state_at`` returns it, and a sequence pass from it projects them), i.e.
+Trace: the state before each step without its keys and values (``without_caches``, its
+slots as they lie; the protocol's default ``state_at`` returns it, and a sequence pass from
+it projects them), i.e.
 ``L * (M + Mc + c - 1) * D`` floats plus ``M + Mc + c - 1`` flags per step and env: a window
 rebuild would need the last ``M + c * Mc`` steps of layer inputs and the compression
 function's outputs as they were. With ``trace=True`` a sequence is run one step at a time.
