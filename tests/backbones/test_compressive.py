@@ -9,11 +9,12 @@ import torch.nn.functional as F
 from txrl.backbones.compressive.model import (
     CompressiveState,
     CompressiveTransformer,
+    read_slots,
     relative_attention,
-    slots_from,
+    ring_order,
 )
 from txrl.nn.attention import RelativeMultiHeadAttention
-from txrl.nn.state import state_nbytes
+from txrl.nn.state import clone_state, state_from_numpy, state_nbytes, state_to_numpy
 from txrl.nn.window import window_mask
 
 from ..nn.conftest import small_backbone
@@ -149,10 +150,13 @@ def test_memory_bookkeeping_matches_a_plain_reference(
     for seq_field, step_field, chunk_field in zip(out.state, states[-1], chunked, strict=True):
         assert close(seq_field, step_field, F64_REL)
         assert close(chunk_field, step_field, F64_REL)
-    # the trace is the state before each step, its keys and values left out
+    # the trace is the state before each step, its keys and values left out (the traced
+    # steps run on rings, each of `steps_with_states` from slots oldest first: the same
+    # values summed in another order)
     before = [backbone.without_caches(s) for s in [backbone.initial_state(b), *states[:-1]]]
-    for field, per_step in zip(traced.trace, zip(*before, strict=True), strict=True):
-        assert torch.equal(field, torch.stack(per_step))
+    ordered = ordered_trace(backbone, traced.trace)
+    for field, per_step in zip(ordered, zip(*before, strict=True), strict=True):
+        assert close(field, torch.stack(per_step), F64_REL)
 
     inputs_of = layer_inputs(backbone, x, starts)  # (T, B, L, D)
     for step, state in enumerate(states):  # after every step, every env and layer
@@ -167,6 +171,13 @@ def test_memory_bookkeeping_matches_a_plain_reference(
                     backbone.blocks[layer].compress,
                 )
                 check_memory(state, env, layer, fifo, pending, compressed)
+
+
+def ordered_trace(backbone: CompressiveTransformer, trace: CompressiveState) -> CompressiveState:
+    """A trace (T, B, ...) with each step's rings laid out oldest first (`ordered`)."""
+    t, b = trace.valid.shape[:2]
+    flat = backbone.ordered(CompressiveState(*(field.flatten(0, 1) for field in trace)))
+    return CompressiveState(*(field.unflatten(0, (t, b)) for field in flat))
 
 
 def check_memory(state: CompressiveState, env: int, layer: int, fifo, pending, compressed) -> None:
@@ -307,9 +318,11 @@ def perturbed(**overrides) -> CompressiveTransformer:
 
 
 def act(backbone, x, starts, state):
-    """Acting steps (``Backbone.step`` in inference mode, as a rollout takes them) ->
-    outputs (T, B, D), traces and the state after the last step."""
+    """Acting steps (``Backbone.step`` in inference mode, as a rollout takes them) from a
+    copy of ``state`` (a step advances its state in place) -> outputs (T, B, D), traces and
+    the state after the last step, its slots as the steps left them (rings)."""
     outputs, traces = [], []
+    state = clone_state(state)
     with torch.inference_mode():
         for t in range(x.shape[0]):
             out = backbone.step(x[t : t + 1], state, starts[t : t + 1], trace=True)
@@ -366,6 +379,7 @@ def test_cached_acting_equals_the_uncached_sequence_over_many_steps(
     assert close(y_act, seq.output, F64_REL)
     assert close(traced.output, seq.output, F64_REL)
     assert seq.state.keys.shape == acted.keys.shape
+    acted = backbone.ordered(acted)  # the steps leave rings; a sequence pass, slots oldest first
     for name, a, s in zip(CompressiveState._fields, acted, seq.state, strict=True):
         if name in ("keys", "values"):  # a slot not in use may hold a stale projection
             a, s = a.where(in_use(acted), 0.0), s.where(in_use(acted), 0.0)
@@ -424,10 +438,11 @@ def test_without_caches_and_refresh_state_round_trip(float64: None) -> None:
     assert dropped.keys.numel() == dropped.values.numel() == 0
     assert state_nbytes(dropped) < 0.4 * state_nbytes(state)
     with torch.no_grad():
-        back = backbone.refresh_state(dropped)
-    for name, a, s in zip(CompressiveState._fields, back, state, strict=True):
+        back = backbone.refresh_state(dropped)  # its slots oldest first
+    assert backbone.is_ring(state) and not backbone.is_ring(back)
+    for name, a, s in zip(CompressiveState._fields, back, backbone.ordered(state), strict=True):
         if name in ("keys", "values"):
-            a, s = a.where(in_use(state), 0.0), s.where(in_use(state), 0.0)
+            a, s = a.where(in_use(back), 0.0), s.where(in_use(back), 0.0)
         assert close(a, s, F64_REL), name
     later, later_starts = x[20:], starts[20:]
     y_act, _, _ = act(backbone, later, later_starts, state)
@@ -459,19 +474,108 @@ def test_without_caches_and_refresh_state_round_trip(float64: None) -> None:
     assert not close(gradients(frozen)[key_value], projected[key_value], 1e-6)
 
 
-def test_slots_from_reads_each_envs_window_of_slots() -> None:
+def test_read_slots_reads_each_envs_ring_oldest_first() -> None:
     gen = torch.Generator().manual_seed(2)
     parent = torch.randn(3, 2, 7, 4, generator=gen)
-    first = torch.tensor([1, 0, 1])
+    position = torch.tensor([1, 0, 4])
+    order = ring_order(position, 5)
+    assert order.tolist() == [[1, 2, 3, 4, 0], [0, 1, 2, 3, 4], [4, 0, 1, 2, 3]]
     for memory in (
         parent[:, :, :5],  # a slice of a contiguous tensor
         parent[:1, :, :5].expand(3, -1, -1, -1),  # one env's memory for three
         parent[:, :, :5].transpose(0, 1).contiguous().transpose(0, 1),  # envs not outermost
         parent.transpose(2, 3).contiguous().transpose(2, 3)[:, :, :5],  # slots not dense
     ):
-        out = torch.full((3, 2, 6, 4), float("nan"))
-        slots_from(memory, first, out[:, :, :4])
+        before = memory.clone()
+        out = read_slots(memory, order)
         for env in range(3):
-            start = int(first[env])
-            assert torch.equal(out[env, :, :4], memory[env, :, start : start + 4])
-        assert out[:, :, 4:].isnan().all()  # nothing written beyond
+            start = int(position[env])
+            want = torch.cat((memory[env, :, start:], memory[env, :, :start]), dim=1)
+            assert torch.equal(out[env], want)
+        out.add_(1.0)  # a copy: the memory stays as it is
+        assert torch.equal(memory, before)
+
+
+def test_rings_wrapped_many_times_equal_the_shifted_memory(float64: None) -> None:
+    """Acting steps write each step into the FIFO's oldest slot and each compression into
+    the compressed memory's, in place; after the rings have wrapped many times (with
+    episode starts between), their slots read oldest first (`ordered`) are the memory a
+    sequence pass shifts step by step, and the outputs agree."""
+    m, c, mc = 3, 2, 2
+    backbone = perturbed(memory_length=m, compression_rate=c, compressed_length=mc)
+    t, b = 160, 3
+    gen = torch.Generator().manual_seed(21)
+    x = torch.randn(t, b, 5, generator=gen)
+    starts = torch.rand(t, b, generator=gen) < 0.03
+    starts[0] = True
+    state = backbone.initial_state(b)
+    outputs, wrapped = [], torch.zeros(b, dtype=torch.long)
+    with torch.inference_mode():
+        for step in range(t):
+            hidden = state.hidden
+            out = backbone.step(x[step : step + 1], state, starts[step : step + 1])
+            assert out.state.hidden is hidden  # advanced in place, no copy of the memory
+            wrapped += (out.state.compressed_position < state.compressed_position).long()
+            outputs.append(out.output)
+            state = out.state
+            if step in (40, 97, t - 1):
+                with torch.no_grad():
+                    seq = backbone.run(x[: step + 1], backbone.initial_state(b), starts[: step + 1])
+                assert close(torch.cat(outputs), seq.output, F64_REL)
+                acted = backbone.ordered(state)
+                for name, a, s in zip(CompressiveState._fields, acted, seq.state, strict=True):
+                    if name in ("keys", "values"):  # a slot not in use may hold a stale one
+                        a, s = a.where(in_use(acted), 0.0), s.where(in_use(acted), 0.0)
+                    assert close(a, s, F64_REL), (step, name)
+    assert (wrapped >= 10).all()  # every env's compressed ring went round many times
+
+
+def test_an_episode_start_empties_the_rings_wherever_they_stand(float64: None) -> None:
+    """An episode start leaves the memory of its env as a sequence pass does, whatever the
+    rings' positions: nothing carried in is attended to, the step itself only is in the
+    FIFO, the compressed slots are out of use and read as zeros; other envs keep theirs."""
+    m, c, mc = 4, 2, 3
+    backbone = perturbed(memory_length=m, compression_rate=c, compressed_length=mc)
+    t, b = 25, 2
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(t + 1, b, 5, generator=gen)
+    starts = torch.zeros(t + 1, b, dtype=torch.bool)
+    starts[0] = True
+    starts[t, 0] = True  # env 0 starts anew at the last step
+    _, _, state = act(backbone, x[:t], starts[:t], backbone.initial_state(b))
+    assert bool(state.position.any() & state.compressed_position.any())
+    y, _, after = act(backbone, x[t:], starts[t:], state)
+    with torch.no_grad():
+        seq = backbone.run(x, backbone.initial_state(b), starts)
+        fresh = backbone.run(x[t:, :1], backbone.initial_state(1), starts[t:, :1])
+    assert close(y, seq.output[t:], F64_REL)
+    assert close(y[:, 0], fresh.output[:, 0], F64_REL)  # env 0 as from an empty memory
+    ordered = backbone.ordered(after)
+    assert ordered.valid[0].tolist() == [False] * (m - 1) + [True]
+    assert not ordered.compressed_valid[0].any() and not ordered.compressed[0].any()
+    assert ordered.compressed_valid[1].all()
+
+
+def test_run_leaves_a_ring_state_as_it_is_and_a_saved_ring_state_resumes(float64: None) -> None:
+    """`run` (one step or many, traced or not) never writes into the state it is given,
+    and returns its slots oldest first; a ring state saved as arrays and restored (a
+    checkpoint) acts on as the live one does."""
+    backbone = perturbed(memory_length=3, compression_rate=2, compressed_length=2)
+    b = 2
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(30, b, 5, generator=gen)
+    starts = torch.zeros(30, b, dtype=torch.bool)
+    starts[0] = True
+    _, _, state = act(backbone, x[:17], starts[:17], backbone.initial_state(b))
+    assert bool(state.position.any())
+    kept = clone_state(state)
+    with torch.no_grad():
+        for n, trace in ((1, False), (1, True), (5, True), (5, False)):
+            out = backbone.run(x[17 : 17 + n], state, starts[17 : 17 + n], trace=trace)
+            assert not (out.state.position.any() or out.state.compressed_position.any())
+            for a, s in zip(state, kept, strict=True):
+                assert torch.equal(a, s)
+    restored = state_from_numpy(state, state_to_numpy(state), "cpu")
+    y_live, _, _ = act(backbone, x[17:], starts[17:], state)
+    y_restored, _, _ = act(backbone, x[17:], starts[17:], restored)
+    assert torch.equal(y_restored, y_live)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from txrl import MemoryPPO
-from txrl.nn.state import state_nbytes
+from txrl.nn.state import state_nbytes, state_to_numpy
 from txrl.sb3 import buffer as buffer_module
 
 from ..numeric import F32_REL, close
@@ -78,6 +78,31 @@ def test_a_state_trace_is_kept_at_segment_starts_only(
         next(buffer.segments(backbone, 4, 1))
 
 
+def test_a_rollout_asks_for_the_traces_the_buffer_keeps_only() -> None:
+    """Where the trace is the state (a copy of the memory per step), a rollout asks the
+    policy for the trace of the segment starts only, the steps the buffer keeps; the
+    trace of a step it keeps cannot be left out."""
+    asked: list[bool] = []
+    model = small_model("compressive", 2, 6, n_steps=16, batch_size=32, segment_length=8,
+                        n_epochs=1)  # fmt: skip
+    act = model.policy.act
+
+    def spy(*args: Any, trace: bool = True, **kwargs: Any) -> Any:
+        asked.append(trace)
+        return act(*args, trace=trace, **kwargs)
+
+    model.policy.act = spy  # type: ignore[method-assign]  # records what the rollout asks
+    model.learn(16)
+    assert asked == [step % 8 == 0 for step in range(16)]
+    buffer = model.rollout_buffer
+    assert buffer.trace.hidden.shape[0] == 2  # steps 0 and 8
+    buffer.reset()
+    buffer.keep_trace_every(8)
+    assert buffer.wants_trace()
+    with pytest.raises(ValueError, match="the trace of step 0 is kept, got None"):
+        buffer.add_trace(None)
+
+
 def test_a_compressive_buffer_keeps_no_keys_or_values() -> None:
     """The Compressive Transformer's state caches the keys and values of its memory; its
     trace (the state before each step) and the states kept for the rollout leave them out,
@@ -100,20 +125,29 @@ def test_a_compressive_buffer_keeps_no_keys_or_values() -> None:
 
 def test_a_compressive_memory_saved_without_keys_and_values_is_restored() -> None:
     """A checkpoint of a compressive run saved before the state held keys and values holds
-    its six other fields: restored, the next rollout projects the keys and values from
-    them, and acts as from the whole memory."""
+    its six other fields, one saved before its slots were rings its first eight (slots
+    oldest first): restored, the rings start at slot 0 and the next rollout projects the
+    keys and values from the memory, as from the whole memory."""
     model = small_model("compressive", 2, 6, n_steps=16, batch_size=32, segment_length=8,
                         n_epochs=1)  # fmt: skip
     model.learn(32)
+    backbone = model.policy.backbone
+    memory = model._memory
+    assert memory is not None and bool(memory.compressed_position.any())  # the rings moved
     saved = model.get_memory()
-    assert saved is not None and len(saved) == 8
-    model.set_memory(saved[:6])
-    restored = model._live_memory(2)
+    assert saved is not None and len(saved) == 10
+    # older runs saved their slots oldest first, without ring positions (8 fields), and
+    # before that without keys and values (6)
+    oldest_first = state_to_numpy(backbone.ordered(memory))
     model.set_memory(saved)
-    whole = model._live_memory(2)
-    for a, b in zip(restored, whole, strict=True):
-        assert close(a.float(), b.float(), F32_REL)
-    with pytest.raises(ValueError, match="tuple of 8 arrays"):
+    whole = backbone.ordered(model._live_memory(2))
+    for n in (8, 6):
+        model.set_memory(oldest_first[:n])
+        restored = model._live_memory(2)
+        assert not restored.position.any() and not restored.compressed_position.any()
+        for a, b in zip(restored, whole, strict=True):
+            assert close(a.float(), b.float(), F32_REL)
+    with pytest.raises(ValueError, match="tuple of 10 arrays"):
         model.set_memory(saved[:5])  # anything else is refused as before
 
 

@@ -59,15 +59,20 @@ SUPPORTED_ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, sp
 def with_cache_placeholders(
     backbone: Any, template: Any, arrays: tuple[np.ndarray, ...]
 ) -> tuple[np.ndarray, ...]:
-    """``arrays``, a memory saved before its state held caches: the fields
-    ``backbone.without_caches`` empties, when they are the last of ``template`` and exactly
-    the ones missing (the Compressive Transformer's keys and values, added after runs
-    saved its memory), appended from ``template``; the next rollout's ``refresh_state``
-    projects them from the memory. Any other ``arrays`` as they are."""
+    """``arrays``, a memory saved before its state held some of its last fields: those
+    missing, appended from ``template`` when each is one ``backbone.without_caches``
+    empties (the Compressive Transformer's keys and values: the next rollout's
+    ``refresh_state`` projects them from the memory) or one ``backbone.added_state_fields``
+    names (its ring positions, whose initial value, slots oldest first, is the layout
+    older runs saved). Any other ``arrays`` as they are."""
     dropped = backbone.without_caches(template)
-    caches = [kept.shape != full.shape for kept, full in zip(dropped, template, strict=True)]
+    added = getattr(backbone, "added_state_fields", ())
+    restorable = [
+        kept.shape != full.shape or name in added
+        for name, kept, full in zip(template._fields, dropped, template, strict=True)
+    ]
     n = len(arrays)
-    if n < len(template) and all(caches[n:]):
+    if n < len(template) and all(restorable[n:]):
         return arrays + tuple(field.cpu().numpy() for field in template[n:])
     return arrays
 
@@ -341,8 +346,9 @@ class MemoryOnPolicyAlgorithm(FolderlessLogging, OnPolicyAlgorithm, Generic[Upda
                 if graphed is not None:
                     actions_t, values, log_probs, distribution, out = graphed(obs_tensor, starts)
                 else:
+                    # the trace of a step the buffer keeps only (`keep_trace_every`)
                     actions_t, values, log_probs, distribution, out = policy.act(
-                        obs_tensor, memory, starts
+                        obs_tensor, memory, starts, trace=rollout_buffer.wants_trace()
                     )
             memory = self._memory = out.state
             actions = actions_t.cpu().numpy()

@@ -116,15 +116,25 @@ class _MemoryStreams:
             raise RuntimeError("keep_trace_every: the rollout has already stored a trace")
         self.trace_stride = stride
 
-    def add_trace(self, step_trace: Any) -> None:
-        """The backbone's trace of one acting step, (1, B, ...)."""
-        if self._trace_seen % self.trace_stride == 0:
+    def wants_trace(self) -> bool:
+        """Whether `add_trace` keeps the next step's trace (`keep_trace_every`): a rollout
+        need not ask its backbone for the others (for a trace that is the whole state, a
+        copy of the memory per step)."""
+        return self._trace_seen % self.trace_stride == 0
+
+    def add_trace(self, step_trace: Any | None) -> None:
+        """The backbone's trace of one acting step, (1, B, ...); None for a step whose trace
+        is not kept (`wants_trace` False)."""
+        if self.wants_trace():
+            if step_trace is None:
+                raise ValueError(
+                    f"add_trace: the trace of step {self._trace_seen} is kept, got None"
+                )
             self._trace_steps.append(step_trace)
         self._trace_seen += 1
         if self._trace_seen == self.buffer_size:
-            self.trace = type(step_trace)(
-                *(torch.cat(f) for f in zip(*self._trace_steps, strict=True))
-            )
+            kept = self._trace_steps
+            self.trace = type(kept[0])(*(torch.cat(f) for f in zip(*kept, strict=True)))
             self._trace_steps = []
 
     def add_extra(self, name: str, value: torch.Tensor) -> None:

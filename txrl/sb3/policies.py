@@ -326,21 +326,30 @@ class MemoryActorCriticPolicy(MemoryPredictPolicy):
         return latent, latent
 
     def act(
-        self, obs: PyTorchObs, state: Any, episode_starts: torch.Tensor, deterministic: bool = False
+        self,
+        obs: PyTorchObs,
+        state: Any,
+        episode_starts: torch.Tensor,
+        deterministic: bool = False,
+        *,
+        trace: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Distribution, BackboneOutput]:
         """One acting step for B envs, ``episode_starts`` (B,) bool.
 
         Returns actions, values (B, 1), log-probs (B,), the action distribution and the
-        backbone output (new state and trace). Without gradients the backbone may advance
-        ``state`` in place ([`txrl.nn.protocol.Backbone.step`][txrl.nn.protocol.Backbone.step]): use the returned state,
+        backbone output (new state, and the step's trace unless ``trace`` is False). Without
+        gradients the backbone may advance ``state`` in place
+        ([`txrl.nn.protocol.Backbone.step`][txrl.nn.protocol.Backbone.step]): use the returned state,
         and copy the old one first (``txrl.nn.state.clone_state``) if you need it again.
         """
         if isinstance(self.action_space, spaces.Discrete):
-            log_probs, values, out = self.act_discrete_heads(obs, state, episode_starts)
+            log_probs, values, out = self.act_discrete_heads(
+                obs, state, episode_starts, trace=trace
+            )
             actions, log_prob, distribution = draw_discrete_action(log_probs, deterministic)
             return actions, values, log_prob, distribution, out
         latent_pi, latent_vf, out = self._latent(
-            obs, state, episode_starts[None], trace=True, acting=True
+            obs, state, episode_starts[None], trace=trace, acting=True
         )
         continuous = self._get_action_dist_from_latent(latent_pi)
         actions = continuous.get_actions(deterministic=deterministic)

@@ -64,14 +64,26 @@ compressions made within the call. ``refresh_state`` projects them again with th
 weights (learners call it before each rollout, the rollout buffer on every minibatch's
 segment states, with gradient); ``without_caches`` drops them.
 
+Rings: the FIFO and the compressed memory, and their keys and values, are ring buffers
+with a write position per env (`CompressiveState`), as TrXL's memory is
+(`txrl.nn.memory.MemoryState`). `step`, an acting step, writes the step into the FIFO's
+oldest slot and a compression into the compressed memory's oldest slot, in place, where
+moving the memory on by shifting it would copy all of it (and its caches) at every step.
+Attention depends on a slot's place only through its distance, which the step reads from
+the positions (each key's distance, the rest of the score permutation-invariant), so it
+attends over the slots as they lie. `run` leaves its input as it is and returns slots
+oldest first (`ordered`); a sequence pass and `refresh_state` lay a ring state out so
+first.
+
 Inspection: inside an [`txrl.nn.attention.AttentionRecorder`][txrl.nn.attention.AttentionRecorder] each layer hands out its
 softmax weights over ``[cm ; fresh ; m ; h]`` (`relative_attention`), the recorder's
 explicit-softmax path beside the fused one; ``txrl inspect`` draws them over the raw window
 and over the compressed slots (`txrl.inspect.layers.compressed_slots` names the steps
 each slot summarises).
 
-Trace: the state before each step without its keys and values (``without_caches``; the
-protocol's default ``state_at`` returns it, and a sequence pass from it projects them), i.e.
+Trace: the state before each step without its keys and values (``without_caches``, its
+slots as they lie; the protocol's default ``state_at`` returns it, and a sequence pass from
+it projects them), i.e.
 ``L * (M + Mc + c - 1) * D`` floats plus ``M + Mc + c - 1`` flags per step and env: a window
 rebuild would need the last ``M + c * Mc`` steps of layer inputs and the compression
 function's outputs as they were. With ``trace=True`` a sequence is run one step at a time.
@@ -81,7 +93,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple, cast
+from typing import ClassVar, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -94,11 +106,20 @@ from txrl.nn.blocks import PreNormBlock
 from txrl.nn.memory import memory_in_use
 from txrl.nn.pluggable_attention import active_recorder, key_distances
 from txrl.nn.protocol import Backbone, BackboneOutput
+from txrl.nn.state import clone_state, index_state
 from txrl.nn.window import episode_ids, next_valid, slide, window_mask
 
 
 class CompressiveState(NamedTuple):
-    """Per-env memory, env on axis 0 of every field (also the per-step trace)."""
+    """Per-env memory, env on axis 0 of every field (also the per-step trace).
+
+    The FIFO and the compressed slots (and their keys and values) are rings: FIFO slot
+    ``(position + j) mod M`` holds the j-th oldest entry, compressed slot
+    ``(compressed_position + i) mod Mc`` the i-th oldest, so an acting step writes one slot
+    of each in place instead of shifting the memory (`CompressiveTransformer.step`). A
+    compressed slot not in use may then hold a stale entry (masked everywhere it is read);
+    `CompressiveTransformer.ordered` lays the slots out oldest first with those zero, the
+    layout `CompressiveTransformer.run` returns and a trace holds."""
 
     hidden: torch.Tensor  # (B, L, M, D) FIFO of layer inputs of the last M steps
     valid: torch.Tensor  # (B, M) bool, slot holds a step of the current episode
@@ -111,6 +132,10 @@ class CompressiveState(NamedTuple):
     # in the compressed slots not in use. (B, L, 0, D) when dropped (`without_caches`)
     keys: torch.Tensor  # (B, L, Mc + M, D)
     values: torch.Tensor  # (B, L, Mc + M, D)
+    # rings: the FIFO's oldest slot (the next step's) and the compressed memory's oldest
+    # slot (the next compression's); 0 where the slots lie oldest first (`ordered`)
+    position: torch.Tensor  # (B,) long
+    compressed_position: torch.Tensor  # (B,) long
 
 
 class Compression(nn.Module):
@@ -205,6 +230,10 @@ class CompressiveTransformer(Backbone):
     """Compressive Transformer behind the backbone protocol (see the module docstring)."""
 
     graph_capturable = True
+    #: state fields added after runs saved their memory, whose initial value is what such
+    #: a memory holds (`txrl.sb3.algorithm.with_cache_placeholders`): the rings' positions,
+    #: 0 for slots oldest first
+    added_state_fields: ClassVar[tuple[str, ...]] = ("position", "compressed_position")
 
     def __init__(self, config: CompressiveConfig) -> None:
         super().__init__()
@@ -239,6 +268,8 @@ class CompressiveTransformer(Backbone):
             # no slot in use: what a step's bookkeeping leaves in unused slots
             keys=zeros(c.compressed_length + c.memory_length),
             values=zeros(c.compressed_length + c.memory_length),
+            position=torch.zeros(batch_size, dtype=torch.long, device=device),
+            compressed_position=torch.zeros(batch_size, dtype=torch.long, device=device),
         )
 
     # ------------------------------------------------------------------ caches
@@ -247,7 +278,11 @@ class CompressiveTransformer(Backbone):
         """Project the keys and values of the compressed and the FIFO memory again with the
         current weights (with gradients on, the projections get their gradient through
         memory, as in a sequence pass from a state without caches); zero in the compressed
-        slots not in use, as a step leaves them."""
+        slots not in use, as a step leaves them. A state whose slots lie as rings is laid
+        out oldest first first (`ordered`, its contents only: they carry no gradient), so
+        that a sequence pass from it reads the keys and values as they are projected."""
+        if self.is_ring(state):
+            state = self.ordered(self.without_caches(state))
         # (B, Mc + M, 1): 0 for a compressed slot not in use
         in_use = F.pad(state.compressed_valid, (0, state.valid.shape[1]), value=True)
         in_use = in_use.to(state.compressed.dtype)[:, :, None]
@@ -270,6 +305,38 @@ class CompressiveTransformer(Backbone):
         """Whether ``state`` holds its keys and values (not `without_caches`)."""
         return state.keys.shape[2] == state.compressed.shape[2] + state.hidden.shape[2]
 
+    @staticmethod
+    def is_ring(state: CompressiveState) -> bool:
+        """Whether ``state``'s slots do not lie oldest first (read on the host: one sync)."""
+        return bool(torch.cat((state.position, state.compressed_position)).any())
+
+    def ordered(self, state: CompressiveState) -> CompressiveState:
+        """A copy of ``state`` with its rings laid out oldest first (both positions 0) and
+        the compressed slots not in use zero (in the caches too), as a sequence pass and
+        `initial_state` leave them; shares no slot tensor with ``state``, so an acting step
+        may then advance ``state`` in place."""
+        mc = state.compressed.shape[2]
+        fifo = ring_order(state.position, state.hidden.shape[2])  # (B, M) slot of each entry
+        compressed = ring_order(state.compressed_position, mc)  # (B, Mc)
+        compressed_valid = state.compressed_valid.gather(1, compressed)
+        unused = ~compressed_valid[:, None, :, None]  # (B, 1, Mc, 1)
+        keys, values = state.keys, state.values
+        if self.has_caches(state):
+            both = torch.cat((compressed, mc + fifo), dim=1)  # (B, Mc + M)
+            keys, values = (read_slots(cache, both) for cache in (keys, values))
+            for cache in (keys, values):
+                cache[:, :, :mc].masked_fill_(unused, 0.0)
+        return state._replace(
+            hidden=read_slots(state.hidden, fifo),
+            valid=state.valid.gather(1, fifo),
+            compressed=read_slots(state.compressed, compressed).masked_fill_(unused, 0.0),
+            compressed_valid=compressed_valid,
+            keys=keys,
+            values=values,
+            position=torch.zeros_like(state.position),
+            compressed_position=torch.zeros_like(state.compressed_position),
+        )
+
     # ------------------------------------------------------------------ the protocol
 
     def run(
@@ -283,28 +350,33 @@ class CompressiveTransformer(Backbone):
         next_state: bool = True,
     ) -> BackboneOutput:
         self.check_inputs(x, state, episode_starts)
+        acting = self._acts(x[:1], stats)
         if not trace:
-            if self._acts(x, stats):
-                y, acted = self._act(x, state, episode_starts)
-                return BackboneOutput(y, acted if next_state else None, None, {}, {})
+            if acting and x.shape[0] == 1:  # on a copy: `run` leaves its input as it is
+                y, acted = self._act(x, clone_state(state), episode_starts)
+                return BackboneOutput(y, self.ordered(acted) if next_state else None, None, {}, {})
             y, new_state, loss_sum, count, out_stats = self._segment(
                 x, state, episode_starts, stats, next_state
             )
             aux = {"attention_reconstruction": loss_sum / count.clamp_min(1)}
             return BackboneOutput(y, new_state, None, aux, out_stats)
-        # the trace is the state before each step (its caches left out): run the steps one
-        # at a time
-        acting = self._acts(x[:1], stats)
+        # the trace is the state before each step (its caches left out, its slots as they
+        # lie): run the steps one at a time
+        if acting:
+            state = clone_state(state)  # the acting steps advance it in place
         outputs, before = [], []
         loss_total: torch.Tensor = x.new_zeros(())
         count_total = torch.zeros((), dtype=torch.long, device=x.device)
         step_stats: list[dict[str, torch.Tensor]] = []
         for t in range(x.shape[0]):
-            before.append(self.without_caches(state))
             one_x, one_starts = x[t : t + 1], episode_starts[t : t + 1]
             if acting:
-                y, state = self._act(one_x, state, one_starts)
+                out = self.step(one_x, state, one_starts, trace=True)
+                assert out.trace is not None and out.state is not None  # asked for both
+                y, state = out.output, out.state
+                before.append(index_state(out.trace, 0))
             else:
+                before.append(self.without_caches(state))
                 y, after, loss_sum, count, one_stats = self._segment(
                     one_x, state, one_starts, stats
                 )
@@ -320,8 +392,32 @@ class CompressiveTransformer(Backbone):
         }
         step_trace = CompressiveState(*(torch.stack(f) for f in zip(*before, strict=True)))
         aux = {} if acting else {"attention_reconstruction": loss_total / count_total.clamp_min(1)}
-        final = state if next_state else None
+        final = self.ordered(state) if next_state else None
         return BackboneOutput(torch.cat(outputs), final, step_trace, aux, out_stats)
+
+    def step(
+        self,
+        x: torch.Tensor,
+        state: CompressiveState,
+        episode_starts: torch.Tensor,
+        *,
+        trace: bool = False,
+    ) -> BackboneOutput:
+        """One acting step whose caller hands ``state`` over: an acting step (`_act`)
+        writes the step into ``state``'s rings in place and returns it, copying nothing of
+        the memory's size but the trace when asked for (the state before the step, its
+        caches left out, its rings as they lie: a copy); anything else is `run`."""
+        self.check_inputs(x, state, episode_starts)
+        if x.shape[0] != 1 or not self._acts(x, stats=False):
+            return self.run(x, state, episode_starts, trace=trace)
+        if state.hidden.is_inference() and not torch.is_inference_mode_enabled():
+            state = clone_state(state)  # torch forbids writing inference tensors outside it
+        step_trace = None
+        if trace:  # a copy: the step advances ``state`` in place
+            before = self.without_caches(state)
+            step_trace = CompressiveState(*(field[None].clone() for field in before))
+        y, after = self._act(x, state, episode_starts)
+        return BackboneOutput(y, after, step_trace, {}, {})
 
     # ------------------------------------------------------------------ acting
 
@@ -343,13 +439,17 @@ class CompressiveTransformer(Backbone):
         """One acting step: what `_segment` computes for T = 1, over the state's cached
         keys and values of ``[cm ; m]`` (projected first when it has none), so the step
         projects only its own input and the slot a compression may make: O(L (c D^2 +
-        (M + Mc) D)) per env. x (1, B, I) -> output (1, B, D) and the state after the step.
+        (M + Mc) D)) per env. x (1, B, I) -> output (1, B, D) and the state after the step,
+        ``state`` itself with the step written into its rings in place (one FIFO slot, and
+        one compressed slot where it compresses, of the contents and the caches: O(L D) per
+        env written; the flags and the pending buffer are new tensors).
 
         For one step no compression made within the call is visible, and the keys
-        ``[cm ; m ; h]`` lie in decreasing distance M + Mc, ..., 0 (the compressed slot of
-        recency rank r at M + 1 + r, FIFO slot j, oldest first, at M - j, the step at 0), so
-        [`txrl.nn.attention.RelativeMultiHeadAttention.attend_one`][txrl.nn.attention.RelativeMultiHeadAttention.attend_one] reads them in place in
-        that order. The reconstruction loss is left out: nothing trains on an acting step.
+        ``[cm ; m ; h]`` lie at distances M + Mc, ..., 0 (the compressed slot of recency rank
+        r at M + 1 + r, the FIFO's j-th oldest entry at M - j, the step at 0), which
+        [`txrl.nn.attention.RelativeMultiHeadAttention.attend_one`][txrl.nn.attention.RelativeMultiHeadAttention.attend_one]
+        reads per slot from the rings' positions, over the slots as they lie. The
+        reconstruction loss is left out: nothing trains on an acting step.
         """
         cfg = self.config
         m, mc, c = cfg.memory_length, cfg.compressed_length, cfg.compression_rate
@@ -362,22 +462,34 @@ class CompressiveTransformer(Backbone):
         carried = state.compressed_valid & carry  # (B, Mc)
         itself = torch.ones((b, 1), dtype=torch.bool, device=device)
         allowed = torch.cat((carried, state.valid & carry, itself), dim=1)[:, None]  # (B, 1, K)
-        n_keys = mc + m + 1
+        # each key's place in the distances M + Mc .. 0: the i-th oldest compressed slot at
+        # i, the j-th oldest FIFO entry at Mc + j, the step last
+        key_index = torch.cat(
+            (
+                ring_rank(state.compressed_position, mc),
+                mc + ring_rank(state.position, m),
+                torch.full((b, 1), mc + m, dtype=torch.long, device=device),
+            ),
+            dim=1,
+        )[:, None]  # (B, 1, K)
         mask = torch.zeros(allowed.shape, dtype=state.keys.dtype, device=device)
-        key_index = torch.arange(n_keys, device=device).expand(b, 1, n_keys)  # distance K-1-j
         plan = RingPlan(key_index, mask.masked_fill_(~allowed, float("-inf")), None)
-        # the entry leaving the FIFO after the step (the step itself when M = 0) moves on to
-        # the pending buffer if it is of the step's episode; the c-th pending entry triggers
-        # a compression of the pending entries and it
+        # the entry leaving the FIFO after the step (its oldest, at ``position``; the step
+        # itself when M = 0) moves on to the pending buffer if it is of the step's episode;
+        # the c-th pending entry triggers a compression of the pending entries and it
+        lanes = (torch.arange(b, device=device)[:, None], torch.arange(cfg.n_layers, device=device))
+        oldest = state.position[:, None]  # (B, 1)
         pending_before = (state.pending_valid & carry).sum(dim=1)  # (B,)
-        evict = state.valid[:, 0] & ~start if m else torch.ones_like(start)
+        evict = state.valid.gather(1, oldest)[:, 0] & ~start if m else torch.ones_like(start)
         trigger = evict & (pending_before + 1 == c)  # (B,)
         n_kept = (carried.sum(dim=1) + trigger).clamp(max=mc)  # (B,)
-        compressed_valid = torch.arange(mc, device=device)[None, :] >= mc - n_kept[:, None]
+        compressed_position = (state.compressed_position + trigger).remainder(mc)  # (B,)
+        compressed_valid = ring_rank(compressed_position, mc) >= mc - n_kept[:, None]
         n_pending = (pending_before + evict) % c  # (B,)
         pending_valid = torch.arange(p, device=device)[None, :] >= p - n_pending[:, None]
 
         h = self.embed(x[0])  # (B, I) -> (B, D)
+        leaving = state.hidden[(*lanes, oldest)] if m else None  # (B, L, D)
         inputs, new_keys, new_values, made, made_keys, made_values = [], [], [], [], [], []
         for layer, block in enumerate(cast("Sequence[CompressiveBlock]", self.blocks)):
             inputs.append(h)
@@ -386,8 +498,8 @@ class CompressiveTransformer(Backbone):
             memory = (state.keys[:, layer], state.values[:, layer])  # (B, Mc + M, D) each
             attended = block.attention.attend_one(z, key, value, memory, plan)
             # f_c of the pending entries and the leaving one: kept where it triggers
-            leaving = state.hidden[:, layer, 0] if m else h
-            groups = torch.cat((state.pending[:, layer], leaving[:, None]), dim=1)  # (B, c, D)
+            gone = h if leaving is None else leaving[:, layer]
+            groups = torch.cat((state.pending[:, layer], gone[:, None]), dim=1)  # (B, c, D)
             made.append(block.compress(groups))
             made_k, made_v = block.project(made[-1])
             new_keys.append(key)
@@ -396,35 +508,32 @@ class CompressiveTransformer(Backbone):
             made_values.append(made_v)
             h = block(h, attended)
 
-        def advance(
-            memory: torch.Tensor, new: list[torch.Tensor], compressed: list[torch.Tensor]
-        ) -> torch.Tensor:
-            """The [compressed ; FIFO] slots (B, L, Mc + M, D) of keys or values after the step."""
-            out = new_memory(memory)
-            advance_compressed(
-                memory[:, :, :mc], torch.stack(compressed, 1), trigger, keep, out[:, :, :mc]
-            )
-            advance_fifo(memory[:, :, mc:], torch.stack(new, 1), out[:, :, mc:])
-            return out
-
-        keep = carry[:, 0].to(h.dtype)  # (B,) 0 at an episode start: nothing carried in stays
+        # the step over the FIFO's oldest slot; where it compresses, the compression over
+        # the compressed memory's oldest slot (elsewhere that slot keeps what it holds)
         steps = torch.stack(inputs, dim=1)  # (B, L, D)
-        leaving = state.hidden[:, :, 0] if m else steps  # (B, L, D)
-        new_state = CompressiveState(
-            hidden=advance_fifo(state.hidden, steps, new_memory(state.hidden)),
-            valid=next_valid(state.valid, episode_starts),
-            compressed=advance_compressed(
-                state.compressed,
-                torch.stack(made, 1),
-                trigger,
-                keep,
-                new_memory(state.compressed),
-            ),
+        slot = state.compressed_position[:, None]  # (B, 1)
+        written = trigger[:, None, None]
+        for field, step_entry, compressed_entry in (
+            (state.hidden, steps, None),
+            (state.compressed, None, by_layer(made)),
+            (state.keys, by_layer(new_keys), by_layer(made_keys)),
+            (state.values, by_layer(new_values), by_layer(made_values)),
+        ):  # entries (B, L, D)
+            if step_entry is not None and m:
+                offset = field.shape[2] - m  # the FIFO's slots come last
+                field[(*lanes, offset + oldest)] = step_entry
+            if compressed_entry is not None:
+                kept = field[(*lanes, slot)]
+                field[(*lanes, slot)] = torch.where(written, compressed_entry, kept)
+        valid = state.valid & carry
+        leaving = steps if leaving is None else leaving  # (B, L, D)
+        new_state = state._replace(
+            valid=valid.scatter(1, oldest, True) if m else valid,
             compressed_valid=compressed_valid,
-            pending=advance_fifo(state.pending, leaving, new_memory(state.pending)),
+            pending=slide(state.pending, leaving[:, :, None], dim=2),
             pending_valid=pending_valid,
-            keys=advance(state.keys, new_keys, made_keys),
-            values=advance(state.values, new_values, made_values),
+            position=(state.position + 1).remainder(max(m, 1)),
+            compressed_position=compressed_position,
         )
         return h[None], new_state
 
@@ -447,6 +556,8 @@ class CompressiveTransformer(Backbone):
         m, mc, c = cfg.memory_length, cfg.compressed_length, cfg.compression_rate
         p = c - 1
         device = x.device
+        if self.is_ring(state):  # as an acting step left it
+            state = self.ordered(state)
         if not self.has_caches(state):
             state = self.refresh_state(state)  # with gradients on, into the projections
         # ---- which evictions happen after which step, and which complete a group of c
@@ -598,6 +709,8 @@ class CompressiveTransformer(Backbone):
                 pending_valid=pending_valid,
                 keys=torch.stack(keys, dim=1),  # (B, L, Mc + M, D)
                 values=torch.stack(values, dim=1),
+                position=torch.zeros_like(state.position),
+                compressed_position=torch.zeros_like(state.compressed_position),
             )
             if next_state
             else None
@@ -612,68 +725,32 @@ class CompressiveTransformer(Backbone):
 
 
 def by_layer(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """Each layer's (B, N, D) -> (B, L, N, D); a view for one layer (no copy)."""
+    """Each layer's (B, ..., D) -> (B, L, ..., D); a view for one layer (no copy)."""
     return tensors[0].unsqueeze(1) if len(tensors) == 1 else torch.stack(tensors, dim=1)
 
 
-def new_memory(memory: torch.Tensor) -> torch.Tensor:
-    """An uninitialised contiguous tensor of ``memory``'s shape, dtype and device."""
-    return memory.new_empty(memory.shape)
+def ring_rank(position: torch.Tensor, n: int) -> torch.Tensor:
+    """How old each slot of rings of n slots (B, n) is, 0 the oldest, from their oldest
+    slots ``position`` (B,): ``(slot - position) mod n``."""
+    slots = torch.arange(n, device=position.device)
+    return (slots[None, :] - position[:, None]).remainder(max(n, 1))
 
 
-def advance_fifo(memory: torch.Tensor, entries: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """A FIFO (B, L, N, D) after one step -> ``out``: its oldest entry out, ``entries``
-    (B, L, D) in as the newest (N may be 0)."""
-    if memory.shape[2]:
-        out[:, :, :-1].copy_(memory[:, :, 1:])
-        out[:, :, -1].copy_(entries)
-    return out
+def ring_order(position: torch.Tensor, n: int) -> torch.Tensor:
+    """The slots of rings of n slots from their oldest slots ``position`` (B,) on, oldest
+    first (B, n): ``(position + i) mod n``."""
+    slots = torch.arange(n, device=position.device)
+    return (position[:, None] + slots[None, :]).remainder(max(n, 1))
 
 
-def advance_compressed(
-    memory: torch.Tensor,
-    made: torch.Tensor,
-    trigger: torch.Tensor,
-    keep: torch.Tensor,
-    out: torch.Tensor,
-) -> torch.Tensor:
-    """The compressed slots (B, L, N, D) after one step -> ``out``: where ``trigger`` (B,),
-    the oldest out and ``made`` (B, L, D) in as the newest, elsewhere as they were; where
-    ``keep`` (B,) (a float, 1 or 0) is 0, an episode start, nothing carried in is kept.
-
-    Slots not in use hold zeros (as a sequence pass and `initial_state` leave them),
-    so slots that stay out of use stay zero and only an episode start clears any."""
-    n = memory.shape[2]
-    slots_from(memory, trigger.long(), out[:, :, : n - 1])  # from slot 1 on where it triggers
-    out[:, :, : n - 1].mul_(keep[:, None, None, None])
-    newest = torch.where(trigger[:, None, None], made, memory[:, :, -1] * keep[:, None, None])
-    out[:, :, -1].copy_(newest)
-    return out
-
-
-def slots_from(memory: torch.Tensor, first: torch.Tensor, out: torch.Tensor) -> None:
-    """``out[b, l] = memory[b, l, first[b] : first[b] + n]``, the n = ``out.shape[2]`` slots
-    from slot ``first`` (B,) long on; ``memory`` (B, L, ., D) and ``out`` (B, L, n, D), a
-    slice of a contiguous tensor along the slot axis (``memory`` is copied first unless its
-    slots are so laid out too).
-
-    The n slots of each env and layer are one block of n * D contiguous values: one
-    ``index_select`` of the blocks as rows of a strided view of ``memory`` (a block copy
-    each; a ``torch.where`` over the slots, broadcast from the env, is several times slower
-    on a CPU)."""
+def read_slots(memory: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """``out[b, l, i] = memory[b, l, order[b, i]]``, a new tensor (B, L, N, D) from
+    ``memory`` (B, L, ., D) and ``order`` (B, N) long: one ``index_select`` of D-value rows
+    (a ``gather`` with the index broadcast over D is several times slower on a CPU)."""
     b, depth, slots, d = memory.shape
-    n = out.shape[2]
-    if n == 0:
-        return
-    if memory.stride()[2:] != (d, 1) or memory.stride(0) % d or memory.stride(1) % d:
-        memory = memory.contiguous()
-    # block (b, l) starting at slot s starts at value b * stride0 + l * stride1 + s * D
-    lane = torch.arange(b, device=first.device)[:, None] * memory.stride(0)
-    lane = lane + torch.arange(depth, device=first.device)[None, :] * memory.stride(1)
-    rows = lane // d + first[:, None]  # (B, L) the blocks' first values, in units of D
-    last = ((b - 1) * memory.stride(0) + (depth - 1) * memory.stride(1)) // d + slots - n
-    blocks = memory.as_strided((last + 1, n * d), (d, 1))  # row r: values r * D on
-    torch.index_select(blocks, 0, rows.flatten(), out=out.view(b * depth, n * d))
+    lanes = torch.arange(b * depth, device=order.device).view(b, depth, 1) * slots
+    rows = (lanes + order[:, None, :]).flatten()  # (B * L * N,) rows of (B * L * slots, D)
+    return memory.reshape(-1, d).index_select(0, rows).view(b, depth, order.shape[1], d)
 
 
 def build_compressive(config: CompressiveConfig) -> CompressiveTransformer:
