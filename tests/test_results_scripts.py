@@ -528,15 +528,23 @@ def test_the_committed_cost_table_holds_every_backbone_at_every_span() -> None:
     assert all(c.train_s_per_100k > 0 and c.ram_mib_per_env > 0 for c in costs)
 
 
+#: the judged grids' backbones whose settings the second screen changed, and its variant
+ADOPTED = {"adaptive_span": "adaptive_span_free"}
+
+
 def test_the_backbones_judged_grids_take_the_screens_settings_scaled_with_the_span() -> None:
     """``reach/backbones/span_*`` train each backbone of the screen at the screen's settings,
-    its memory sizes multiplied as the corridor is, on seeds apart from the screen's."""
+    its memory sizes multiplied as the corridor is, on seeds apart from the screen's; where
+    the second screen found a setting that learns (``ADOPTED``), at that setting."""
     from txrl.config import load_compare_config
 
     folder = RESULTS / "reach" / "backbones"
     screen_config = load_compare_config(folder / "screen_1000" / "compare.yaml")
     screen = {v.name: v.config for v in screen_config.variants()}
-    assert screen_config.seeds == (720,)
+    second = load_compare_config(folder / "screen_1000_round2" / "compare.yaml")
+    assert screen_config.seeds == second.seeds == (720,)
+    adopted = {v.name: v.config for v in second.variants() if v.name in ADOPTED.values()}
+    screen.update({backbone: adopted[name] for backbone, name in ADOPTED.items()})
     sizes = ("memory_length", "compressed_length")
     for span in (1000, 3000, 10000):
         judged = load_compare_config(folder / f"span_{span}" / "compare.yaml")
