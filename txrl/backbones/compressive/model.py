@@ -489,7 +489,8 @@ class CompressiveTransformer(Backbone):
         pending_valid = torch.arange(p, device=device)[None, :] >= p - n_pending[:, None]
 
         h = self.embed(x[0])  # (B, I) -> (B, D)
-        leaving = state.hidden[(*lanes, oldest)] if m else None  # (B, L, D)
+        at_oldest = (*lanes, oldest)  # an index tuple (a star inside [] needs Python 3.11)
+        leaving = state.hidden[at_oldest] if m else None  # (B, L, D)
         inputs, new_keys, new_values, made, made_keys, made_values = [], [], [], [], [], []
         for layer, block in enumerate(cast("Sequence[CompressiveBlock]", self.blocks)):
             inputs.append(h)
@@ -521,10 +522,11 @@ class CompressiveTransformer(Backbone):
         ):  # entries (B, L, D)
             if step_entry is not None and m:
                 offset = field.shape[2] - m  # the FIFO's slots come last
-                field[(*lanes, offset + oldest)] = step_entry
+                at_step = (*lanes, offset + oldest)
+                field[at_step] = step_entry
             if compressed_entry is not None:
-                kept = field[(*lanes, slot)]
-                field[(*lanes, slot)] = torch.where(written, compressed_entry, kept)
+                at_slot = (*lanes, slot)
+                field[at_slot] = torch.where(written, compressed_entry, field[at_slot])
         valid = state.valid & carry
         leaving = steps if leaving is None else leaving  # (B, L, D)
         new_state = state._replace(
