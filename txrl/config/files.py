@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from txrl.config.sections import TrainConfig, changed_keys, check_resume_changes
+from txrl.config.sections import TrainConfig, changed_outside, check_resume_changes
 from txrl.errors import ConfigError, RunError
 from txrl.learners import get_learner, learner_names
 from txrl.schema import to_plain
@@ -256,8 +256,7 @@ def judge_config(stored: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
     that a trained agent can be judged on other env settings (``eval.env_kwargs.*``, which
     update ``env.kwargs`` for the eval envs) while what it was trained with stays as it was."""
     config = TrainConfig.from_dict(apply_overrides(stored.to_dict(), overrides))
-    changed = changed_keys(stored.to_dict(), config.to_dict())
-    fixed = [k for k in changed if k.split(".")[0] != "eval"]
+    fixed = changed_outside(stored, config, ("eval",))
     if fixed:
         raise ConfigError(
             f"txrl eval judges the agent as trained: cannot change {', '.join(fixed)}; "

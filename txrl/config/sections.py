@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -403,10 +403,16 @@ def changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".")]
 
 
+def changed_outside(old: TrainConfig, new: TrainConfig, sections: Sequence[str]) -> list[str]:
+    """Dotted keys whose values differ between ``old`` and ``new`` outside the top-level
+    keys ``sections``."""
+    changed = changed_keys(old.to_dict(), new.to_dict())
+    return [k for k in changed if k.split(".")[0] not in sections]
+
+
 def check_resume_changes(old: TrainConfig, new: TrainConfig) -> None:
     """Raise ConfigError unless ``new`` differs from ``old`` only in `RESUME_KEYS`."""
-    changed = changed_keys(old.to_dict(), new.to_dict())
-    fixed = [k for k in changed if k.split(".")[0] not in RESUME_KEYS]
+    fixed = changed_outside(old, new, RESUME_KEYS)
     if fixed:
         raise ConfigError(
             f"a resumed run keeps what it learned with: cannot change {', '.join(fixed)}; "

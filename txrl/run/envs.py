@@ -152,6 +152,11 @@ def make_train_env(config: TrainConfig) -> VecEnv:
     return env
 
 
+def eval_env_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """The eval envs' keyword arguments: ``env.kwargs`` updated by ``eval.env_kwargs``."""
+    return {**config.env.kwargs, **config.eval.env_kwargs}
+
+
 def make_eval_env(
     config: TrainConfig, *, episodes: int | None = None, seed: int | None = None
 ) -> VecEnv:
@@ -162,8 +167,7 @@ def make_eval_env(
     keyword arguments are ``env.kwargs`` updated by ``eval.env_kwargs``."""
     episodes = episodes or config.eval.episodes
     seed = config.seed + JUDGE_SEED_OFFSET if seed is None else seed
-    kwargs = {**config.env.kwargs, **config.eval.env_kwargs}
-    env = make_envs(config, min(config.eval.n_envs, episodes), seed, kwargs=kwargs)
+    env = make_envs(config, min(config.eval.n_envs, episodes), seed, kwargs=eval_env_kwargs(config))
     if config.env.normalize_obs:
         env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False)
     return env

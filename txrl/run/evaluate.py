@@ -40,7 +40,7 @@ from txrl.run.checkpoint import (
     read_resume_state,
     resolve_checkpoint,
 )
-from txrl.run.envs import JUDGE_SEED_OFFSET, make_eval_env
+from txrl.run.envs import JUDGE_SEED_OFFSET, eval_env_kwargs, make_eval_env
 from txrl.run.run_files import BEST_CHECKPOINT, CHECKPOINT_DIR, FINAL_CHECKPOINT
 from txrl.stats import bootstrap_ci, wilson_interval
 
@@ -300,7 +300,7 @@ def evaluate_checkpoint(
         **(
             {
                 "overrides": list(overrides),
-                "env_kwargs": {**config.env.kwargs, **config.eval.env_kwargs},
+                "env_kwargs": eval_env_kwargs(config),
             }
             if overrides
             else {}
