@@ -41,6 +41,7 @@ import yaml
 
 THRESHOLD = 0.9
 #: the table of what each backbone costs at each span, when it has been measured
+X_NUDGE = 0.012  # log10 of the factor between neighbouring memories' spans in the plot
 COST_TABLE = (
     Path(__file__).resolve().parents[2] / "bench" / "results" / "reach_cost_backbones_cpu.txt"
 )
@@ -195,24 +196,26 @@ def plot(runs: list[Run], path: Path, costs: list[Cost] | None = None) -> Any:
     from matplotlib.figure import Figure
 
     rows = 2 if costs else 1
-    fig = Figure(figsize=(10.0, 4.2 * rows), layout="constrained")
+    fig = Figure(figsize=(12.5, 4.2 * rows), layout="constrained")
     axes = fig.subplots(rows, 2, squeeze=False)
     success_ax, steps_ax = axes[0]
     memories = sorted({r.memory for r in runs})
     backbones = [_backbone(m) for m in memories] + [c.backbone for c in costs or []]
     colours = {b: f"C{i % 10}" for i, b in enumerate(dict.fromkeys(backbones))}
-    for memory in memories:
+    for index, memory in enumerate(memories):
         mine = [r for r in runs if r.memory == memory]
+        # each memory's points sit a little apart along the span axis, so that memories
+        # with the same score at a span (many reach 1.0) stay visible side by side
+        nudge = 10 ** ((index - (len(memories) - 1) / 2) * X_NUDGE)
         spans = sorted({r.span for r in mine})
         means = [
             sum(r.last for r in mine if r.span == s) / sum(r.span == s for r in mine) for s in spans
         ]
         style = "-" if "trained from" in memory else "--"
-        (line,) = success_ax.plot(spans, means, marker="o", ls=style, label=memory,
-                                  color=colours[_backbone(memory)])  # fmt: skip
-        success_ax.scatter(
-            [r.span for r in mine], [r.last for r in mine], color=line.get_color(), s=12, alpha=0.5
-        )
+        (line,) = success_ax.plot([s * nudge for s in spans], means, marker="o", ls=style,
+                                  label=memory, color=colours[_backbone(memory)])  # fmt: skip
+        success_ax.scatter([r.span * nudge for r in mine], [r.last for r in mine],
+                           color=line.get_color(), s=12, alpha=0.5)  # fmt: skip
         reached = [(r.span, r.steps_to_threshold) for r in mine if r.steps_to_threshold is not None]
         if reached:
             # the mean over the seeds that reached it, a line; each seed a dot
@@ -220,9 +223,10 @@ def plot(runs: list[Run], path: Path, costs: list[Cost] | None = None) -> Any:
             ys = [
                 sum(v for s, v in reached if s == x) / sum(s == x for s, _ in reached) for x in xs
             ]
-            steps_ax.plot(xs, ys, marker="o", ls=style, color=line.get_color(), label=memory)
+            steps_ax.plot([x * nudge for x in xs], ys, marker="o", ls=style,
+                          color=line.get_color(), label=memory)  # fmt: skip
             steps_ax.scatter(
-                [s for s, _ in reached],
+                [s * nudge for s, _ in reached],
                 [v for _, v in reached],
                 color=line.get_color(),
                 s=12,
@@ -235,11 +239,17 @@ def plot(runs: list[Run], path: Path, costs: list[Cost] | None = None) -> Any:
         ylabel="greedy success, last evaluation",
         ylim=(-0.02, 1.02),
     )
-    success_ax.legend(fontsize=8)
+    success_ax.set_title(
+        "a dot per seed, the line through their mean; memories nudged apart along the span",
+        fontsize=8,
+    )
     steps_ax.set(
         xscale="log", xlabel="span (corridor cells)", ylabel=f"env steps to success {THRESHOLD}"
     )
     steps_ax.set_title("runs that never reached it are not drawn", fontsize=8)
+    # one legend for both panels of the row, outside them, where it hides no point
+    handles, labels = success_ax.get_legend_handles_labels()
+    steps_ax.legend(handles, labels, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     if costs:
         _plot_costs(costs, axes[1], colours)
     fig.suptitle("Passive T-maze: reach of each memory" + (" and its cost" if costs else ""))
@@ -264,7 +274,7 @@ def _plot_costs(costs: list[Cost], axes: Any, colours: dict[str, str]) -> None:
     time_ax.set_title("one CPU thread, the machine of the cost table", fontsize=8)
     ram_ax.set(xscale="log", yscale="log", xlabel="span (corridor cells)",
                ylabel="RAM per env (MiB): acting state + rollout buffer")  # fmt: skip
-    time_ax.legend(fontsize=8)
+    ram_ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 
 
 def main(argv: list[str] | None = None) -> int:
