@@ -53,7 +53,9 @@ def play(run: Path, episodes: int) -> dict[str, np.ndarray]:
         for i in range(n):
             query = int(flat[i, 2:4].argmax())
             now = query == int(flat[i, 0:2].argmax())
-            playing[i].append((int(step[i]), dealt[i][query], int(np.asarray(action[i]).item()), now))
+            playing[i].append(
+                (int(step[i]), dealt[i][query], int(np.asarray(action[i]).item()), now)
+            )
         obs, rewards, dones, _ = env.step(action)
         for i in range(n):
             _, count, answer, _ = playing[i][-1]
