@@ -40,8 +40,9 @@ from typing import Any
 import yaml
 
 THRESHOLD = 0.9
+#: log10 of the factor between neighbouring memories' spans in the plot
+X_NUDGE = 0.012
 #: the table of what each backbone costs at each span, when it has been measured
-X_NUDGE = 0.012  # log10 of the factor between neighbouring memories' spans in the plot
 COST_TABLE = (
     Path(__file__).resolve().parents[2] / "bench" / "results" / "reach_cost_backbones_cpu.txt"
 )
