@@ -704,3 +704,45 @@ def test_collect_study_keeps_the_declared_study_file(tmp_path: Path) -> None:
     (dest / "compare.yaml").write_text(declared.replace("seeds:", "seeds:\n- 999999", 1))
     with pytest.raises(SystemExit, match="other settings than the declared"):
         collect.main([str(study), str(dest)])
+
+
+def test_baselines_summary_gives_the_committed_summary(tmp_path: Path) -> None:
+    summary = load("baselines/summary.py")
+    out = tmp_path / "summary.md"
+    summary.main(["--out", str(out)])
+    assert out.read_bytes() == (RESULTS / "baselines" / "summary.md").read_bytes()
+
+
+def test_baselines_summary_says_where_each_run_stands_and_the_transformers_lead(
+    tmp_path: Path,
+) -> None:
+    summary = load("baselines/summary.py")
+    study = tmp_path / "compare_tmaze_1000"
+    study.mkdir()
+    shutil.copy(RESULTS / "baselines" / "compare_tmaze_1000" / "compare.yaml", study)
+    runs = study / "runs"
+    judged = runs / "lstm" / "seed_401"
+    judged.mkdir(parents=True)
+    (judged / "eval_100_episodes.json").write_text(
+        json.dumps({"success_rate": 0.25, "success_ci95": [0.17, 0.34], "mean_return": 0.1})
+    )
+    finished = runs / "gru" / "seed_400"
+    finished.mkdir(parents=True)
+    (finished / "finished.json").write_text("{}")
+    running = runs / "ffm" / "seed_400"
+    running.mkdir(parents=True)
+    (running / "eval.jsonl").write_text(
+        '{"timesteps": 300000, "episodes": 32, "success_rate": 0.5, "mean_return": 0.4}\n'
+    )
+    text = summary.summarise(tmp_path)
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    lstm = rows["| lstm"].split(" | ")
+    assert lstm[1] == "LSTM 256, BPTT 1,024, step size 0.0005, entropy 0.001"
+    assert lstm[2:5] == ["not run", "0.25 [0.17, 0.34]", "not run"]
+    assert lstm[5] == "+0.75 |"  # the GTrXL's committed 1.00 on seed 401, less 0.25
+    assert rows["| gru"].split(" | ")[2] == "finished, not judged"
+    ffm = rows["| ffm"].split(" | ")
+    assert "trace horizon 4,096" in ffm[1]
+    assert ffm[2] == "running: 0.50 at 0.30M (32 episodes)"
+    assert rows["| recurrent_ppo"].split(" | ")[1].startswith("RecurrentPPO LSTM 256, BPTT 1,024")
+    assert "compare_tmaze_3000" not in text  # only the folders present are summarised
