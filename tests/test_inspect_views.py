@@ -267,3 +267,24 @@ def test_sightings_mass_reads_every_look_at_the_cue_up_to_the_decision(
         [dataclasses.replace(record, cue_sightings=None)], tmp_path / "again.png"
     )["cue_mass_at_decision"]
     assert "sightings" not in row and "sightings_mass" not in row
+
+
+def test_the_summary_lists_each_episodes_choices_for_discrete_actions(
+    decided: EpisodeRecord, tmp_path: Path
+) -> None:
+    """How often each action was taken and the first step's probabilities, per episode: what
+    shows a policy that answers the same whatever it sees, with or without attention."""
+    assert decided.action_probs is not None
+    n_actions = decided.action_probs.shape[1]
+    actions = np.zeros(decided.steps, dtype=np.int64)
+    actions[-1] = n_actions - 1
+    probs = np.full((decided.steps, n_actions), 1.0 / n_actions, dtype=np.float32)
+    record = dataclasses.replace(decided, actions=actions, action_probs=probs, attention=None)
+    summary = plot_summary([record], tmp_path / "summary.png")
+    (row,) = summary["actions"]
+    assert row["episode"] == 0 and row["steps"] == decided.steps
+    assert row["counts"] == [decided.steps - 1] + [0] * (n_actions - 2) + [1]
+    assert row["first_probs"] == [round(1.0 / n_actions, 4)] * n_actions
+    assert row["return"] == round(decided.episode_return, 6)
+    continuous = dataclasses.replace(record, action_probs=None)
+    assert plot_summary([continuous], tmp_path / "summary2.png")["actions"] == []

@@ -63,7 +63,9 @@ against failures, with the level of uniform attention; the JSON also has each he
 ``decision_focus``: how many steps back the decision step looks hardest, and how hard, and
 where the env reports ``info["cue_in_view"]`` on every observation (MiniGrid-Memory does),
 the mass on every step up to the decision that showed the cue, ``sightings_mass``, beside
-uniform attention's share of those steps).
+uniform attention's share of those steps; for discrete actions, with any backbone, each
+episode's ``actions``: its return and length, how often it took each action and its action
+probabilities at the first step, which show a policy that answers the same whatever it sees).
 
 Probes (``probe=TARGET``, [`probe_run`][txrl.inspect.probe_run]): "what does the memory hold, and when". Plays
 ``episodes`` episodes (replays kept: they are samples of the task) and fits, per layer and

@@ -289,6 +289,7 @@ def plot_summary(records: Sequence[EpisodeRecord], path: Path) -> dict[str, Any]
         "layers": layers,
         "cue_mass_at_decision": rows,
         "decision_focus": [row for i, r in enumerate(records) if (row := _focus_row(i, r))],
+        "actions": [row for i, r in enumerate(records) if (row := _actions_row(i, r))],
     }
     save_figure(draw_summary(summary), path)
     return summary
@@ -305,6 +306,26 @@ def _sightings_columns(record: EpisodeRecord) -> dict[str, Any]:
         "sightings": len(record.sightings_to_decision() or ()),
         "sightings_mass": [float(x) for x in mass],
         "sightings_uniform": uniform,
+    }
+
+
+def _actions_row(index: int, record: EpisodeRecord) -> dict[str, Any] | None:
+    """One episode's choices for the summary, for discrete actions: its return and length,
+    how often it took each action, and its action probabilities at the first step. A policy
+    that gives one answer whatever it sees (the same counts and first-step probabilities in
+    every episode) shows here, for any backbone."""
+    probs = record.action_probs
+    if probs is None or record.steps == 0:
+        return None
+    counts = np.bincount(
+        np.asarray(record.actions, dtype=np.int64).ravel(), minlength=probs.shape[1]
+    )
+    return {
+        "episode": index,
+        "return": round(record.episode_return, 6),
+        "steps": record.steps,
+        "counts": counts.tolist(),
+        "first_probs": np.round(probs[0].astype(float), 4).tolist(),
     }
 
 
