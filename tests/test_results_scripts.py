@@ -743,6 +743,6 @@ def test_baselines_summary_says_where_each_run_stands_and_the_transformers_lead(
     assert rows["| gru"].split(" | ")[2] == "finished, not judged"
     ffm = rows["| ffm"].split(" | ")
     assert "trace horizon 4,096" in ffm[1]
-    assert ffm[2] == "running: 0.50 at 0.30M (32 episodes)"
+    assert ffm[2] == "unfinished: 0.50 at 0.30M (32 episodes)"
     assert rows["| recurrent_ppo"].split(" | ")[1].startswith("RecurrentPPO LSTM 256, BPTT 1,024")
     assert "compare_tmaze_3000" not in text  # only the folders present are summarised

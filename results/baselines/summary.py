@@ -8,13 +8,14 @@ leaves it (``compare.yaml``, ``runs/<memory>/seed_<s>/`` with ``eval.jsonl``,
 ``finished.json`` and, where judged, ``eval_100_episodes.json``), and the GTrXL's runs on the
 same seeds from the recipe's own study (``RECIPES``).
 
-A run's score is its final agent judged over 100 greedy episodes (``txrl eval RUN
---episodes 100 --json``), with its 95% CI: the success rate on the T-mazes, the mean return
-on POPGym. A run not judged yet says what it is: finished and not judged, still running (its
-last 32-episode evaluation and step) or not run. "Given" is read from the declared config:
-the memory, its width, how far its gradient reaches back (``ppo.segment_length``; for
-sb3-contrib's RecurrentPPO its rollout, ``n_steps``), step size and entropy bonus. The
-GTrXL's lead is the smallest per-seed difference over the seeds where both are judged.
+A run's score is its final agent judged over 100 greedy episodes (``txrl eval RUN --episodes
+100 --json``), with its 95% CI: the success rate on the T-mazes, the mean return on POPGym.
+A run not judged yet says what it is: finished and not judged, unfinished (running or
+paused: its last 32-episode evaluation and step) or not run. "Given" is read from the
+declared config: the memory, its width, how far its gradient reaches back
+(``ppo.segment_length``; for sb3-contrib's RecurrentPPO its rollout, ``n_steps``), step size
+and entropy bonus. The GTrXL's lead is the smallest per-seed difference over the seeds where
+both are judged.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def score(run: Path, metric: str) -> Score:
     return Score(
         None,
         None,
-        f"running: {last[metric]:.2f} at {last['timesteps'] / 1e6:.2f}M ({last['episodes']} episodes)",
+        f"unfinished: {last[metric]:.2f} at {last['timesteps'] / 1e6:.2f}M ({last['episodes']} episodes)",
     )
 
 
