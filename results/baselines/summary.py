@@ -24,8 +24,9 @@ import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from txrl.config import load_compare_config
+from txrl.config import TrainConfig, load_compare_config
 from txrl.files import atomic_write
 
 HERE = Path(__file__).resolve().parent
@@ -97,11 +98,11 @@ def score(run: Path, metric: str) -> Score:
     )
 
 
-def given(config: object) -> str:
+def given(config: TrainConfig) -> str:
     """What a variant's resolved ``TrainConfig`` gives its memory, in words."""
-    policy = config.policy  # type: ignore[attr-defined]
-    settings = config.learner_settings  # type: ignore[attr-defined]
-    if config.algo == "recurrent_ppo":  # type: ignore[attr-defined]
+    policy = config.policy
+    settings: Any = config.learner_settings  # PPO's or RecurrentPPO's settings
+    if config.algo == "recurrent_ppo":
         width, reach = policy.hidden_size, settings.n_steps
         memory = "RecurrentPPO LSTM"
     else:
