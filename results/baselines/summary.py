@@ -28,6 +28,7 @@ from typing import Any
 
 from txrl.config import TrainConfig, load_compare_config
 from txrl.files import atomic_write
+from txrl.run.run_files import EVAL_LOG, FINISHED_RECORD, read_eval_log
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent
@@ -84,13 +85,12 @@ def score(run: Path, metric: str) -> Score:
         ci_key = "success_ci95" if metric == "success_rate" else "return_ci95"
         low, high = data[ci_key]
         return Score(float(data[metric]), (float(low), float(high)), "")
-    if (run / "finished.json").exists():
+    if (run / FINISHED_RECORD).exists():
         return Score(None, None, "finished, not judged")
-    log = run / "eval.jsonl"
-    lines = log.read_text().splitlines() if log.exists() else []
-    if not lines:
+    entries = read_eval_log(run / EVAL_LOG)
+    if not entries:
         return Score(None, None, "not run")
-    last = json.loads(lines[-1])
+    last = entries[-1]
     return Score(
         None,
         None,
