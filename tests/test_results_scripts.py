@@ -101,6 +101,63 @@ def test_collect_study_copies_the_study_and_draws_its_runs(tmp_path: Path) -> No
     ).read_text()
 
 
+def test_collect_study_adds_later_runs_beside_the_collected_ones(tmp_path: Path) -> None:
+    """Seeds run later into a fresh --out folder join the committed ones: the tables and
+    per_run summary are drawn again from every run, not copied from the later folder."""
+    collect = load("collect_study.py")
+    study, dest = _copy_study(tmp_path), tmp_path / "results" / "copy"
+    _first, later = sorted(study.glob("runs/*/seed_*"))
+    held_back = tmp_path / "held_back"
+    shutil.move(later, held_back)
+    (study / "runs.csv").write_text("a table of the first run only\n")
+    collect.main([str(study), str(dest)])
+    assert len(list(dest.glob("runs/*/seed_*"))) == 1
+
+    fresh = tmp_path / "fresh"  # the later seed, run into a folder of its own
+    (fresh / later.relative_to(study)).parent.mkdir(parents=True)
+    shutil.move(held_back, fresh / later.relative_to(study))
+    shutil.copy(study / "compare.yaml", fresh / "compare.yaml")
+    (fresh / "runs.csv").write_text("a table of the later run only\n")
+    collect.main([str(fresh), str(dest)])
+
+    assert (dest / "runs.csv").read_text() == (SMALL_STUDY / "runs.csv").read_text()
+    assert (dest / "per_run" / "summary.md").read_text() == (
+        SMALL_STUDY / "per_run" / "summary.md"
+    ).read_text()
+
+
+@pytest.mark.slow  # trains one tiny run, paused, then to its end in a fresh folder
+def test_collect_study_carries_an_unfinished_run_to_a_fresh_folder(tmp_path: Path) -> None:
+    """--resume-points keeps the newest checkpoint of a paused run in the record (and none
+    once it finishes); --restore puts it into a new --out folder, where compare resumes it
+    from that step, as on a machine whose runs/ did not survive."""
+    from txrl.compare import compare, parse_only
+    from txrl.config import load_compare_config
+
+    collect = load("collect_study.py")
+    config = load_compare_config(ROOT / "configs" / "compare_tiny.yaml")
+    one_run = parse_only(["memory=lstm", "seed=0"])
+    first, record, fresh = tmp_path / "first", tmp_path / "record", tmp_path / "fresh"
+    compare(config, first, workers=1, only=one_run, until=40, echo=lambda _: None)
+    collect.main([str(first), str(record), "--resume-points"])
+    kept = record / "runs" / "lstm" / "seed_0" / "checkpoints"
+    assert [p.name for p in kept.iterdir()] == ["step_000000064.zip"]
+    shutil.rmtree(first)
+
+    collect.main(["--restore", str(record), str(fresh)])
+    run_dir = fresh / "runs" / "lstm" / "seed_0"
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step_000000064.zip"]
+    collect.main(["--restore", str(record), str(fresh)])  # a second restore changes nothing
+    lines: list[str] = []
+    compare(config, fresh, workers=1, only=one_run, echo=lines.append)
+    assert "0 finished (skipped), 1 to resume" in lines[0]
+    steps = [json.loads(line)["timesteps"] for line in (run_dir / "eval.jsonl").open()]
+    assert steps[-1] == 128 and steps == sorted(steps) and 64 in steps
+
+    collect.main([str(fresh), str(record)])
+    assert not kept.exists() and (kept.parent / "finished.json").exists()
+
+
 def test_collect_study_marks_only_runs_that_reached_their_budget(tmp_path: Path) -> None:
     collect = load("collect_study.py")
     record = tmp_path / "record"
