@@ -96,11 +96,8 @@ def keep_resume_point(run_dir: Path, target: Path) -> Path | None:
     from txrl.run.run_files import finished_run
 
     kept_dir = target / CHECKPOINT_DIR
-    newest = (
-        None
-        if finished_run(run_dir)
-        else (periodic_checkpoints(run_dir / CHECKPOINT_DIR) or [None])[-1]
-    )
+    periodic = [] if finished_run(run_dir) else periodic_checkpoints(run_dir / CHECKPOINT_DIR)
+    newest = periodic[-1] if periodic else None
     if newest is not None:
         kept_dir.mkdir(exist_ok=True)
         tmp = kept_dir / f".{newest.name}.tmp"
