@@ -17,6 +17,7 @@ from txrl.agents import recipe
 from txrl.config import load_train_config
 from txrl.envs.tmaze import TMazeEnv
 from txrl.inspect import absolute_row, inspect_run
+from txrl.learners.recurrent_ppo.algorithm import RecurrentPPO
 from txrl.nn.attention import AttentionRecorder, RelativeMultiHeadAttention
 from txrl.run.train import train
 
@@ -260,6 +261,41 @@ def test_recurrent_backbone_records_state_norms_and_says_what_is_missing(tmp_pat
     assert norms and all(np.all(data[k] >= 0) for k in norms)
     assert any(m.startswith("attention weights:") and "'lstm'" in m for m in messages)
     assert any(m.startswith("gates:") for m in messages)
+
+
+def test_recurrent_ppo_run_records_its_lstm_and_replays_as_predict_acts(tmp_path: Path) -> None:
+    """sb3-contrib's RecurrentPPO (``algo: recurrent_ppo``): the recording threads the LSTM
+    states as the algorithm's own ``predict`` does: the same actor state after every step,
+    the same greedy actions."""
+    run_dir = _train_tiny(
+        tmp_path,
+        algo="recurrent_ppo",
+        ppo=None,
+        policy={"backbone": "lstm", "d_model": 16},
+        recurrent_ppo={"n_steps": 16, "batch_size": 32, "n_epochs": 1},
+    )
+    messages: list[str] = []
+    result = inspect_run(run_dir, episodes=2, out_dir=tmp_path / "out", echo=messages.append)
+    assert "episode_0_attention.png" not in {p.name for p in result.files}
+    assert any(m.startswith("attention weights:") and "RecurrentPPO" in m for m in messages)
+    model = RecurrentPPO.load(run_dir / "checkpoints" / "final.zip")
+    for index in range(result.summary["episodes"]):
+        data = np.load(tmp_path / "out" / f"episode_{index}.npz")
+        steps = len(data["rewards"])
+        assert data["hidden/output"].shape == (steps, 16)
+        assert data["action_probs"].sum(-1) == pytest.approx(np.ones(steps))
+        assert all(np.all(data[f"trace/state/actor_{n}_norm"] > 0) for n in ("h", "c"))
+        state, start, predicted = None, np.ones(1, dtype=bool), []
+        for t in range(steps):
+            action, state = model.predict(data["obs"][t][None], state, start, deterministic=True)
+            predicted.append(int(action[0]))
+            start = np.zeros(1, dtype=bool)
+            assert data["hidden/output"][t] == pytest.approx(state[0][-1, 0], abs=1e-6)
+        assert predicted == [int(a) for a in data["actions"]]
+    probed = inspect_run(
+        run_dir, probe="cue", episodes=8, out_dir=tmp_path / "probe", echo=lambda _: None
+    )
+    assert "output" in probed.summary["layers"]
 
 
 def test_bad_target_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

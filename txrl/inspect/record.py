@@ -187,9 +187,13 @@ def record_episodes(
     distinct: bool = True,
     max_plays: int | None = None,
 ) -> Recording:
-    """Play ``episodes`` episodes of ``policy`` (a [`txrl.sb3.policies.MemoryActorCriticPolicy`][txrl.sb3.policies.MemoryActorCriticPolicy])
-    on ``env`` (an SB3 VecEnv with one env) and record each step.
+    """Play ``episodes`` episodes of ``policy`` on ``env`` (an SB3 VecEnv with one env) and
+    record each step.
 
+    ``policy``: a [`txrl.sb3.policies.MemoryActorCriticPolicy`][txrl.sb3.policies.MemoryActorCriticPolicy]
+    (txrl's learners: everything above is recorded), or sb3-contrib's
+    ``RecurrentActorCriticPolicy`` (``algo: recurrent_ppo``: the LSTMs' states stand for the
+    memory, there is no attention or gate to record).
     ``seed``: the k-th episode played is reset with seed ``seed + k``, so each episode can be
     replayed on its own. ``distinct``: keep only episodes that differ from those kept (in
     observations or actions). A greedy agent on an env whose only randomness is a few
@@ -201,20 +205,17 @@ def record_episodes(
     """
     if env.num_envs != 1:
         raise InspectError(f"inspect plays one env at a time, got a VecEnv of {env.num_envs}")
-    backbone = policy.backbone
-    layer_of = attention_layers(backbone)
-    layers = list(layer_of.values()) if layer_of else []  # in layer order
-    name = getattr(policy, "backbone_name", type(backbone).__name__)
-    missing: list[str] = []
-    if layer_of is None:
-        missing.append(
-            f"attention weights: not recorded for backbone {name!r}; the attention backbones "
-            "gtrxl, trxl_i, trxl, compressive, adaptive_span, sparse_strided, sparse_fixed, "
-            "linformer, linear and performer hand them out per step "
-            "(txrl.nn.attention.AttentionRecorder). Recording the norms of its memory state "
-            "instead"
+    actor: _MemoryPolicyActor | _ContribRecurrentActor
+    if hasattr(policy, "backbone"):
+        actor = _MemoryPolicyActor(policy)
+    elif _is_contrib_recurrent(policy):
+        actor = _ContribRecurrentActor(policy)
+    else:
+        raise InspectError(
+            f"inspect records txrl's memory policies (algo ppo or vmpo) and sb3-contrib's "
+            f"RecurrentActorCriticPolicy (algo recurrent_ppo), got {type(policy).__name__}"
         )
-    layout = key_layout(backbone)
+    missing = list(actor.missing)
     discrete = isinstance(policy.action_dist, CategoricalDistribution)
     if not discrete:
         missing.append(
@@ -222,24 +223,19 @@ def record_episodes(
             f"this policy's distribution is {type(policy.action_dist).__name__}"
         )
     names = action_names(env, int(policy.action_space.n)) if discrete else None
-    kinds = gate_kinds(backbone)
     max_plays = 2 * episodes + 8 if max_plays is None else max_plays
 
     policy.set_training_mode(False)
-    hidden: dict[str, np.ndarray] = {}
-    hooks = [_capture(block, layer, hidden) for layer, block in memory_layers(backbone).items()]
     kept: list[EpisodeRecord] = []
     seen: set[str] = set()
     plays = 0
-    hooks += KernelWeights(backbone).register()  # linear attention's equivalent weights
+    hooks = actor.register()
     try:
         while len(kept) < episodes and plays < max_plays:
             if seed is not None:
                 env.seed(seed + plays)
             plays += 1
-            record, bad_frame = _play(
-                policy, env, discrete, deterministic, frames, layer_of, layers, layout, hidden
-            )
+            record, bad_frame = _play(actor, env, discrete, deterministic, frames)
             if bad_frame is not None:
                 missing.append(
                     f"video: the env's render() gave {bad_frame}, not an "
@@ -248,7 +244,7 @@ def record_episodes(
                 frames = False
                 for done in (*kept, record):
                     done.frames.clear()
-            record.gates = {k: v for k, v in kinds.items() if k in record.traces}
+            record.gates = {k: v for k, v in actor.gate_kinds.items() if k in record.traces}
             record.action_names = names
             key = record.fingerprint()
             if distinct and key in seen:
@@ -266,10 +262,139 @@ def record_episodes(
         )
     if not kept[0].gate_names:
         missing.append(
-            f"gates: backbone {name!r} reports no gate activations (torch's fused LSTM/GRU "
+            f"gates: backbone {actor.name!r} reports no gate activations (torch's fused LSTM/GRU "
             "cells keep theirs inside; trxl has plain residuals)"
         )
     return Recording(kept, missing, frames, plays)
+
+
+@dataclasses.dataclass
+class _Step:
+    """What one acting step hands the recording: the action and its distribution, the
+    value, the memory layers' outputs, the scalar traces and the attention (None when the
+    policy records none)."""
+
+    action: torch.Tensor
+    distribution: Any
+    value: float
+    hidden: dict[str, np.ndarray]
+    traces: dict[str, float]
+    attention: tuple[np.ndarray, np.ndarray] | None
+
+
+class _MemoryPolicyActor:
+    """Acts with a txrl memory policy through its own forward pass, asking the backbone for
+    its diagnostics (the acting shortcut ``policy.act`` does not hand them out)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        backbone = policy.backbone
+        self.layer_of = attention_layers(backbone)
+        self.layers = list(self.layer_of.values()) if self.layer_of else []  # in layer order
+        self.layout = key_layout(backbone)
+        self.gate_kinds = gate_kinds(backbone)
+        self.name = getattr(policy, "backbone_name", type(backbone).__name__)
+        self.missing: list[str] = []
+        if self.layer_of is None:
+            self.missing.append(
+                f"attention weights: not recorded for backbone {self.name!r}; the attention "
+                "backbones gtrxl, trxl_i, trxl, compressive, adaptive_span, sparse_strided, "
+                "sparse_fixed, linformer, linear and performer hand them out per step "
+                "(txrl.nn.attention.AttentionRecorder). Recording the norms of its memory "
+                "state instead"
+            )
+        self._hidden: dict[str, np.ndarray] = {}
+        self._state: Any = None
+
+    def register(self) -> list[Any]:
+        """Forward hooks keeping each memory layer's output, and linear attention's
+        equivalent weights; removed by the caller."""
+        hooks = [
+            _capture(block, layer, self._hidden)
+            for layer, block in memory_layers(self.policy.backbone).items()
+        ]
+        return hooks + KernelWeights(self.policy.backbone).register()
+
+    def reset(self) -> None:
+        self._state = self.policy.initial_state(1)
+
+    def step(self, obs: Any, start: bool, deterministic: bool) -> _Step:
+        policy = self.policy
+        obs_tensor, _ = policy.obs_to_tensor(obs)
+        starts = torch.tensor([[start]], dtype=torch.bool, device=policy.device)
+        self._hidden.clear()
+        with torch.no_grad(), AttentionRecorder() as recorder:
+            latent_pi, latent_vf, out = policy._latent(obs_tensor, self._state, starts, stats=True)
+            distribution = policy._get_action_dist_from_latent(latent_pi)
+            action = distribution.get_actions(deterministic=deterministic)
+            value = policy.value_net(latent_vf)
+        self._state = out.state
+        traces = {k: float(v) for k, v in out.stats.items() if v.numel() == 1}
+        attention = None
+        if self.layer_of is None:
+            traces.update(state_norms(self._state))
+        else:
+            attention = layer_weights(recorder.calls, self.layer_of, self.layers)
+        hidden = {**self._hidden, "output": out.output[0, -1].float().cpu().numpy()}
+        return _Step(action, distribution, float(value.flatten()[0]), hidden, traces, attention)
+
+
+def _is_contrib_recurrent(policy: Any) -> bool:
+    from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+
+    return isinstance(policy, RecurrentActorCriticPolicy)
+
+
+class _ContribRecurrentActor:
+    """Acts with sb3-contrib's ``RecurrentActorCriticPolicy`` (RecurrentPPO) through its own
+    ``forward``; records the LSTMs' last-layer hidden states (``hidden/output`` the actor's,
+    what the policy head reads; ``hidden/critic`` the critic's own LSTM, when it has one)
+    and the norms of their hidden and cell states."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.name = "recurrent_ppo"
+        self.gate_kinds: dict[str, str] = {}
+        self.layers: list[str] = []
+        self.layout = KeyLayout("window")
+        self.missing = [
+            "attention weights: not recorded for sb3-contrib's RecurrentPPO, an LSTM with no "
+            "attention. Recording the norms of its LSTM states instead"
+        ]
+        self._state: Any = None
+
+    def register(self) -> list[Any]:
+        return []
+
+    def reset(self) -> None:
+        from sb3_contrib.common.recurrent.type_aliases import RNNStates
+
+        layers, _, size = self.policy.lstm_hidden_state_shape
+        zeros = torch.zeros(layers, 1, size, device=self.policy.device)
+        self._state = RNNStates((zeros, zeros.clone()), (zeros.clone(), zeros.clone()))
+
+    def step(self, obs: Any, start: bool, deterministic: bool) -> _Step:
+        policy = self.policy
+        obs_tensor, _ = policy.obs_to_tensor(obs)
+        starts = torch.tensor([float(start)], device=policy.device)
+        before = self._state
+        with torch.no_grad():
+            action, value, _, self._state = policy.forward(
+                obs_tensor, before, starts, deterministic=deterministic
+            )
+            distribution, _ = policy.get_distribution(obs_tensor, before.pi, starts)
+        parts = {"actor": self._state.pi}
+        if policy.lstm_critic is not None:  # else the critic reads the actor's LSTM, or none
+            parts["critic"] = self._state.vf
+        hidden = {"output": parts["actor"][0][-1, 0].float().cpu().numpy()}
+        if "critic" in parts:
+            hidden["critic"] = parts["critic"][0][-1, 0].float().cpu().numpy()
+        traces = {
+            f"state/{part}_{name}_norm": float(tensor[:, 0].float().norm())
+            for part, states in parts.items()
+            for name, tensor in zip(("h", "c"), states, strict=True)
+        }
+        return _Step(action, distribution, float(value.flatten()[0]), hidden, traces, None)
 
 
 def _capture(block: torch.nn.Module, layer: str, into: dict[str, np.ndarray]) -> Any:
@@ -283,24 +408,21 @@ def _capture(block: torch.nn.Module, layer: str, into: dict[str, np.ndarray]) ->
 
 
 def _play(
-    policy: Any,
+    actor: _MemoryPolicyActor | _ContribRecurrentActor,
     env: Any,
     discrete: bool,
     deterministic: bool,
     frames: bool,
-    layer_of: dict[int, str] | None,
-    layers: list[str],
-    layout: KeyLayout,
-    hidden: dict[str, np.ndarray],
 ) -> tuple[EpisodeRecord, str | None]:
     """One episode from a reset of ``env``, recorded step by step, and the type of the
     first render that was not an rgb_array frame (None when all were, or none was asked)."""
     bad_frame: str | None = None
-    state = policy.initial_state(1)
-    start = torch.ones(1, dtype=torch.bool, device=policy.device)
+    actor.reset()
+    start = True
     obs = env.reset()
     buffer = _EpisodeBuffer()
     buffer.note_info(env.reset_infos[0] if getattr(env, "reset_infos", None) else {})
+    action_shape = actor.policy.action_space.shape
     while True:
         if frames and bad_frame is None:
             image = env.get_images()[0]
@@ -309,35 +431,25 @@ def _play(
             else:
                 bad_frame = type(image).__name__
         buffer.observations.append(_original_obs(env, obs))
-        obs_tensor, _ = policy.obs_to_tensor(obs)
-        hidden.clear()
-        with torch.no_grad(), AttentionRecorder() as recorder:
-            # The policy's own forward pass, asking the backbone for its diagnostics; the
-            # acting shortcut (policy.act) does not hand them out.
-            latent_pi, latent_vf, out = policy._latent(obs_tensor, state, start[None], stats=True)
-            distribution = policy._get_action_dist_from_latent(latent_pi)
-            action = distribution.get_actions(deterministic=deterministic)
-            value = policy.value_net(latent_vf)
-        state = out.state
-        buffer.hidden.append({**hidden, "output": out.output[0, -1].float().cpu().numpy()})
-        step_traces = {k: float(v) for k, v in out.stats.items() if v.numel() == 1}
-        if layer_of is None:
-            step_traces.update(state_norms(state))
-        else:
-            buffer.attention.append(layer_weights(recorder.calls, layer_of, layers))
-        buffer.traces.append(step_traces)
-        buffer.values.append(float(value.flatten()[0]))
+        step = actor.step(obs, start, deterministic)
+        buffer.hidden.append(step.hidden)
+        if step.attention is not None:
+            buffer.attention.append(step.attention)
+        buffer.traces.append(step.traces)
+        buffer.values.append(step.value)
         if discrete:
-            buffer.probs.append(distribution.distribution.probs[0].cpu().numpy())
-        action_np = action.cpu().numpy().reshape((-1, *policy.action_space.shape))
+            buffer.probs.append(step.distribution.distribution.probs[0].cpu().numpy())
+        action_np = np.asarray(step.action.cpu().numpy()).reshape((-1, *action_shape))
         buffer.actions.append(action_np[0])
         obs, reward, done, infos = env.step(action_np)
         buffer.rewards.append(float(reward[0]))
         buffer.note_info(infos[0])
-        start = torch.as_tensor(done, device=policy.device).reshape(1)
+        start = bool(done[0])
         if done[0]:
             success = infos[0].get("is_success")
-            record = buffer.finish(None if success is None else bool(success), layers, layout, env)
+            record = buffer.finish(
+                None if success is None else bool(success), actor.layers, actor.layout, env
+            )
             return record, bad_frame
 
 
