@@ -8,7 +8,8 @@ that exist; a ``compare.yaml`` already in the destination, the declared study, i
 it holds the same settings) and, for every run, its resolved ``config.yaml``, ``eval.jsonl``
 and, where one was made
 (``txrl eval RUN --episodes 100 --json > RUN/eval_100_episodes.json``), its 100-episode
-evaluation, and ``finished.json``, the mark of a finished run; not its
+evaluation, ``finished.json``, the mark of a finished run, and ``resumes.jsonl``, where it
+was resumed from a checkpoint; not its
 checkpoints or TensorBoard events. The ``runs/<variant>/seed_<s>/`` layout is kept. Then
 writes ``summary.md`` (last evaluation, wall-clock and env steps/s of every run, through
 ``plot_runs.py``). The copy is a study folder ``txrl compare`` can summarise again:
@@ -58,7 +59,13 @@ SUMMARY_FILES = (
     "ranking.png",
     "compare.yaml",
 )
-RUN_FILES = ("config.yaml", "eval.jsonl", "finished.json", "eval_100_episodes.json")
+RUN_FILES = (
+    "config.yaml",
+    "eval.jsonl",
+    "finished.json",
+    "eval_100_episodes.json",
+    "resumes.jsonl",
+)
 
 
 def mark_finished(record: Path) -> list[Path]:

@@ -71,7 +71,13 @@ def test_train_then_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert MemoryPPO.load(final).num_timesteps == 128  # SB3 opens txrl's checkpoints as they are
     assert len(list((run_dir / CHECKPOINT_DIR).glob("step_*.zip"))) == 2  # checkpoint.keep
 
-    assert cli.main(["eval", str(run_dir), "--episodes", "6", "--json"]) == 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
+    try:  # evaluation runs on the threads the run trained on (runtime.torch_threads: 1)
+        assert cli.main(["eval", str(run_dir), "--episodes", "6", "--json"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
     summary = json.loads(capsys.readouterr().out)
     assert summary["checkpoint"] == str(final) and summary["timesteps"] == 128
     assert summary["judged"] == "final" and summary["episodes"] == 6

@@ -156,6 +156,8 @@ def test_collect_study_carries_an_unfinished_run_to_a_fresh_folder(tmp_path: Pat
 
     collect.main([str(fresh), str(record)])
     assert not kept.exists() and (kept.parent / "finished.json").exists()
+    resumes = (kept.parent / "resumes.jsonl").read_text().splitlines()
+    assert [json.loads(line)["from"] for line in resumes] == [64]  # the record says so
 
 
 def test_collect_study_marks_only_runs_that_reached_their_budget(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv
 
@@ -229,7 +230,12 @@ __all__ = [
 
 
 def load_checkpoint_model(checkpoint: Path, config: TrainConfig) -> BaseAlgorithm:
-    """The trained model of ``checkpoint`` (made with ``config``), on the config's device."""
+    """The trained model of ``checkpoint`` (made with ``config``), on the config's device,
+    with torch's threads set as its training set them (``runtime.torch_threads``): torch's
+    default, one thread per core, slows a one-env evaluation beside other runs, each
+    thread waiting for a core."""
+    if config.runtime.torch_threads is not None:
+        torch.set_num_threads(config.runtime.torch_threads)
     return algorithm_class(config.algo).load(checkpoint, device=config.runtime.device)
 
 
