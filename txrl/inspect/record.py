@@ -386,9 +386,10 @@ class _ContribRecurrentActor:
         parts = {"actor": self._state.pi}
         if policy.lstm_critic is not None:  # else the critic reads the actor's LSTM, or none
             parts["critic"] = self._state.vf
-        hidden = {"output": parts["actor"][0][-1, 0].float().cpu().numpy()}
-        if "critic" in parts:
-            hidden["critic"] = parts["critic"][0][-1, 0].float().cpu().numpy()
+        hidden = {
+            "output" if part == "actor" else part: states[0][-1, 0].float().cpu().numpy()
+            for part, states in parts.items()
+        }
         traces = {
             f"state/{part}_{name}_norm": float(tensor[:, 0].float().norm())
             for part, states in parts.items()
@@ -439,7 +440,7 @@ def _play(
         buffer.values.append(step.value)
         if discrete:
             buffer.probs.append(step.distribution.distribution.probs[0].cpu().numpy())
-        action_np = np.asarray(step.action.cpu().numpy()).reshape((-1, *action_shape))
+        action_np = step.action.cpu().numpy().reshape((-1, *action_shape))
         buffer.actions.append(action_np[0])
         obs, reward, done, infos = env.step(action_np)
         buffer.rewards.append(float(reward[0]))
